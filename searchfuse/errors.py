@@ -1,0 +1,205 @@
+"""Every exception searchfuse raises, in one place.
+
+The hierarchy::
+
+    SearchFuseError
+    ├── ConfigError            a config file or environment that cannot be used
+    ├── SearchRefused          no search happened (or it stopped): tell the model why
+    │   ├── TurnLimitReached   this assistant turn already spent its searches
+    │   ├── CooldownActive     a cooldown is running; nothing was sent
+    │   ├── RateLimited        the backend answered 429; the fuse is tripped
+    │   └── NoKeyAvailable     no key can serve right now; carries the diagnosis
+    └── SearchFailed           the backend answered with an error the caller must see
+        └── BadRequest         400: the request is wrong, not the key
+
+Every :class:`SearchRefused` carries ``reason`` (a short machine-readable code),
+``retry_after`` (seconds until the caller may try again, or ``None``) and
+``message``, a sentence written for a language model: what happened and what
+to do next. ``str(exc)`` is that message.
+
+No exception text ever contains a raw API key: keys appear masked
+(``tvly-dev-…a1b2``) or as a fingerprint.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from searchfuse.router.diagnose import Diagnosis
+
+__all__ = [
+    "BadRequest",
+    "ConfigError",
+    "CooldownActive",
+    "NoKeyAvailable",
+    "RateLimited",
+    "SearchFailed",
+    "SearchFuseError",
+    "SearchRefused",
+    "TurnLimitReached",
+]
+
+
+class SearchFuseError(Exception):
+    """Base class of every searchfuse error."""
+
+
+class ConfigError(SearchFuseError):
+    """A config file, or the environment, cannot be used as it is.
+
+    The message names the file (or variable), the field and the fix.
+    """
+
+    def __init__(self, source: str, field: str | None, problem: str, fix: str) -> None:
+        self.source = source
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        where = f"{source}: field {field!r}" if field else source
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+def _seconds(value: float) -> int:
+    """Whole seconds to tell a model, rounded up so "0 s" never means "now" too early."""
+    return max(1, math.ceil(value))
+
+
+class SearchRefused(SearchFuseError):
+    """No search happened, or the search was stopped. ``message`` tells the model why."""
+
+    reason: str = "refused"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The refusal as JSON-friendly data (what an agent framework returns as the result)."""
+        return {
+            "error": self.reason,
+            "message": self.message,
+            "retry_after": self.retry_after,
+        }
+
+
+class TurnLimitReached(SearchRefused):
+    """This assistant turn already made its allowed searches."""
+
+    reason = "turn_limit"
+
+    def __init__(self, per_turn: int = 1, message: str | None = None) -> None:
+        self.per_turn = per_turn
+        if message is None:
+            plural = "search" if per_turn == 1 else "searches"
+            message = (
+                f"Search refused: this reply already used its {per_turn} web {plural}. "
+                "Do not search again in this reply. Use the result you already have, "
+                "or combine what you still need into one query for your next reply, "
+                "or answer from local data."
+            )
+        super().__init__(message, retry_after=None)
+
+
+class CooldownActive(SearchRefused):
+    """A cooldown is running: refused locally, no request was sent."""
+
+    reason = "cooldown"
+
+    def __init__(self, retry_after: float, cause: str = "rate limit", message: str | None = None):
+        self.cause = cause
+        if message is None:
+            message = (
+                f"Search refused: the search backend is cooling down after a {cause} for "
+                f"{_seconds(retry_after)} more seconds. Do not retry now. Answer from what "
+                "you already have or from local data, or tell the user that web search is "
+                f"paused for {_seconds(retry_after)} seconds and ask whether to wait."
+            )
+        super().__init__(message, retry_after=retry_after)
+
+
+class RateLimited(SearchRefused):
+    """The backend answered HTTP 429. The fuse is tripped for ``retry_after`` seconds."""
+
+    reason = "rate_limited"
+    status_code = 429
+
+    def __init__(
+        self,
+        retry_after: float,
+        key: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.key = key
+        if message is None:
+            message = (
+                "Search stopped: the search backend answered 429 (too many requests). "
+                f"It is cooling down for {_seconds(retry_after)} seconds. Do not retry and "
+                "do not switch to another search tool. Use the results you already have, "
+                f"or tell the user that web search is paused for {_seconds(retry_after)} "
+                "seconds and ask whether to wait."
+            )
+        super().__init__(message, retry_after=retry_after)
+
+
+class NoKeyAvailable(SearchRefused):
+    """No API key can serve right now.
+
+    ``reasons`` maps each masked key to a short reason; ``diagnosis`` holds the
+    verification-order diagnosis (local steps only) when the router made one.
+    """
+
+    reason = "no_key"
+
+    def __init__(
+        self,
+        reasons: dict[str, str] | None = None,
+        *,
+        retry_after: float | None = None,
+        diagnosis: Diagnosis | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.reasons = dict(reasons or {})
+        self.diagnosis = diagnosis
+        if message is None:
+            if diagnosis is not None:
+                message = str(diagnosis)
+            else:
+                lines = [f"{key}: {why}" for key, why in self.reasons.items()]
+                detail = "; ".join(lines) if lines else "no keys are configured"
+                message = f"Search refused: no API key can serve right now ({detail})."
+                if retry_after is not None:
+                    message += (
+                        f" The first key is available again in {_seconds(retry_after)} "
+                        "seconds; tell the user and ask whether to wait."
+                    )
+                else:
+                    message += " Answer from local data and tell the user web search is down."
+        super().__init__(message, retry_after=retry_after)
+
+
+class SearchFailed(SearchFuseError):
+    """The backend answered with an error the caller has to see.
+
+    ``status_code`` is the HTTP status, or ``None`` for a timeout or connection
+    error; ``detail`` is Tavily's error text (keys removed).
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None, detail: str = ""):
+        self.status_code = status_code
+        self.detail = detail
+        super().__init__(message)
+
+
+class BadRequest(SearchFailed):
+    """Tavily answered 400: the request is wrong, not the key. The key is not penalised."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            f"Tavily rejected the request (400 Bad Request): {detail or 'no detail given'}. "
+            "Fix the search parameters; retrying the same request will fail again.",
+            status_code=400,
+            detail=detail,
+        )

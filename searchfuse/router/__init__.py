@@ -1,0 +1,1 @@
+"""The multi-key Tavily router."""
