@@ -165,7 +165,7 @@ class NoKeyAvailable(SearchRefused):
         self.diagnosis = diagnosis
         if message is None:
             if diagnosis is not None:
-                message = str(diagnosis)
+                message = "Search refused: no API key can serve right now.\n" + diagnosis.brief()
             else:
                 lines = [f"{key}: {why}" for key, why in self.reasons.items()]
                 detail = "; ".join(lines) if lines else "no keys are configured"

@@ -1,0 +1,383 @@
+"""Where the router's keys come from: ``config/keys.json`` (v2 or legacy) or the environment.
+
+Format v2::
+
+    {"format_version": 2, "cooldown_minutes": 0.5,
+     "keys": [{"key": "tvly-...", "account": "main@example.com", "notes": "main"}]}
+
+Legacy files (``{"cooldown_minutes": 10, "keys": ["tvly-...", ...]}``, a bare
+list of keys, or key objects with ``source`` instead of ``account``) are
+migrated to v2 on load: backup first, verify, then replace atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchfuse import _clock
+from searchfuse._files import atomic_write, backup
+from searchfuse._secrets import fingerprint, mask
+from searchfuse.errors import ConfigError
+from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Config",
+    "KeyEntry",
+    "config_from_env",
+    "keys_from",
+    "load_config",
+    "parse_config",
+    "render_config",
+]
+
+log = logging.getLogger("searchfuse.config")
+
+FORMAT_VERSION = 2
+
+# Keys copied from a template and never replaced (incident 5 left a file full
+# of them): refusing them early beats 401s from every key.
+_PLACEHOLDER = re.compile(
+    r"^tvly-(?:(?:dev|prod)-)?(?:your|x{3,}|placeholder|example|replace|changeme|insert|dummy)"
+    r"|[<>…]|\.\.\.|your[-_]?(?:api[-_]?)?key",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    """One API key with the account it belongs to. ``repr`` never shows the key."""
+
+    key: str = field(repr=False)
+    account: str | None = None
+    notes: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash identifying the key in state files and logs."""
+        return fingerprint(self.key)
+
+    @property
+    def masked(self) -> str:
+        """The key as people see it: ``tvly-dev-…a1b2``."""
+        return mask(self.key)
+
+    @property
+    def account_id(self) -> str:
+        """The account whose plan this key draws on (the key itself when unknown)."""
+        return self.account or f"key:{self.fingerprint}"
+
+    def __repr__(self) -> str:
+        return f"KeyEntry({self.masked}, account={self.account!r}, notes={self.notes!r})"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The router's configuration: its keys, the fallback cooldown, and where it came from."""
+
+    keys: tuple[KeyEntry, ...]
+    cooldown_minutes: float = DEFAULT_COOLDOWN_MINUTES
+    source: str = "<memory>"
+    path: Path | None = None
+    legacy: bool = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Config(keys=[{', '.join(k.masked for k in self.keys)}], "
+            f"cooldown_minutes={self.cooldown_minutes}, source={self.source!r})"
+        )
+
+
+def _check_key(value: Any, source: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(
+            source, where, f"expected a key string, got {type(value).__name__}", 'write "tvly-..."'
+        )
+    key = value.strip()
+    if not key:
+        raise ConfigError(source, where, "the key is empty", "paste the key from app.tavily.com")
+    if any(ch.isspace() for ch in key):
+        raise ConfigError(
+            source, where, "the key contains white space", "paste the key without spaces"
+        )
+    if _PLACEHOLDER.search(key) or key.lower() in {"tvly-", "tvly"}:
+        raise ConfigError(
+            source,
+            where,
+            f"{mask(key)} is a placeholder, not a real key",
+            "replace it with a key from your Tavily dashboard, or remove the entry",
+        )
+    return key
+
+
+def _check_text(value: Any, source: str, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(
+            source,
+            where,
+            f"expected text, got {type(value).__name__}",
+            "write a string or remove it",
+        )
+    return value
+
+
+def _cooldown(value: Any, source: str) -> float:
+    if value is None:
+        return DEFAULT_COOLDOWN_MINUTES
+    # bool is an int in Python; "true" minutes is a mistake, not 1.0.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            source,
+            "cooldown_minutes",
+            f"expected a number of minutes, got {json.dumps(value)}",
+            "write a number such as 0.5 or 1",
+        )
+    minutes = float(value)
+    if not math.isfinite(minutes) or minutes < 0:
+        raise ConfigError(
+            source,
+            "cooldown_minutes",
+            f"{value} is not a usable number of minutes",
+            "write a finite number >= 0, such as 0.5",
+        )
+    return minutes
+
+
+def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) -> Config:
+    """Validate decoded JSON and return a :class:`Config` (``legacy`` tells if it needs migrating).
+
+    Raises :class:`ConfigError` naming ``source``, the field and the fix.
+    """
+    legacy = False
+    if isinstance(data, list):
+        data = {"keys": data}
+        legacy = True
+    if not isinstance(data, dict):
+        raise ConfigError(
+            source,
+            None,
+            f"expected a JSON object, got {type(data).__name__}",
+            'start from config/keys.example.json: {"format_version": 2, "keys": [...]}',
+        )
+    version = data.get("format_version")
+    if version is None:
+        legacy = True
+    elif version != FORMAT_VERSION:
+        raise ConfigError(
+            source,
+            "format_version",
+            f"unknown format version {json.dumps(version)}",
+            f"use {FORMAT_VERSION}, or remove the field to have the file migrated",
+        )
+    if "keys" not in data:
+        raise ConfigError(
+            source, "keys", "missing", 'add "keys": [{"key": "tvly-...", "account": "..."}]'
+        )
+    raw_keys = data["keys"]
+    if not isinstance(raw_keys, list):
+        raise ConfigError(
+            source,
+            "keys",
+            f"expected a list, got {type(raw_keys).__name__}",
+            'write "keys": [{"key": "tvly-..."}]',
+        )
+    if not raw_keys:
+        raise ConfigError(
+            source, "keys", "the list is empty", "add at least one key from your Tavily dashboard"
+        )
+    entries: list[KeyEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(raw_keys):
+        where = f"keys[{i}]"
+        if isinstance(item, str):
+            legacy = True
+            entry = KeyEntry(_check_key(item, source, where))
+        elif isinstance(item, dict):
+            if "key" not in item:
+                raise ConfigError(source, f"{where}.key", "missing", 'add "key": "tvly-..."')
+            key = _check_key(item["key"], source, f"{where}.key")
+            if "source" in item and "account" not in item:
+                legacy = True
+            account = _check_text(item.get("account", item.get("source")), source, where)
+            notes = _check_text(item.get("notes"), source, f"{where}.notes") or ""
+            entry = KeyEntry(key, account or None, notes)
+        else:
+            raise ConfigError(
+                source,
+                where,
+                f"expected an object or a key string, got {type(item).__name__}",
+                'write {"key": "tvly-...", "account": "..."}',
+            )
+        if entry.key in seen:
+            raise ConfigError(
+                source,
+                where,
+                f"duplicate of keys[{seen[entry.key]}] ({entry.masked})",
+                "remove one of the two entries",
+            )
+        seen[entry.key] = i
+        entries.append(entry)
+    cooldown = _cooldown(data.get("cooldown_minutes"), source)
+    return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy)
+
+
+def render_config(config: Config) -> str:
+    """The v2 JSON text for ``config`` (what a migrated file contains)."""
+    keys: list[dict[str, Any]] = []
+    for entry in config.keys:
+        item: dict[str, Any] = {"key": entry.key, "account": entry.account}
+        if entry.notes:
+            item["notes"] = entry.notes
+        keys.append(item)
+    data = {
+        "format_version": FORMAT_VERSION,
+        "cooldown_minutes": config.cooldown_minutes,
+        "keys": keys,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Config:
+    """Rewrite a legacy file as v2: backup, verify, replace. Returns the migrated config."""
+    text = render_config(config)
+    again = parse_config(json.loads(text), str(path), path)
+    if [(k.key, k.account) for k in again.keys] != [(k.key, k.account) for k in config.keys]:
+        raise ConfigError(
+            str(path), "keys", "migration would change the keys", "report this as a bug"
+        )
+    saved = backup(path, epoch)
+    # The file must still be what we parsed: another process may have migrated it.
+    if path.read_bytes() != original:
+        return config
+    atomic_write(path, text.encode("utf-8"))
+    log.warning(
+        "migrated %s to format v%d; the original is kept as %s", path, FORMAT_VERSION, saved.name
+    )
+    return again
+
+
+def load_config(
+    path: str | os.PathLike[str], *, migrate: bool = True, clock: _clock.Clock | None = None
+) -> Config:
+    """Read ``keys.json``; migrate a legacy file to v2 (backup first) unless ``migrate=False``.
+
+    A migration that fails at any step leaves the original file untouched; the
+    router still starts with the keys it read, and a warning says why.
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            source,
+            None,
+            "file not found",
+            "run `searchfuse init` to create it from the template, or set TAVILY_API_KEYS",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            source, None, f"cannot read it ({exc.strerror})", "check the file's permissions"
+        ) from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(source, None, "not UTF-8 text", "save the file as UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            source,
+            None,
+            f"invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})",
+            "fix the syntax (compare with config/keys.example.json)",
+        ) from None
+    config = parse_config(data, source, path)
+    if config.legacy and migrate:
+        epoch = (clock or _clock.now)()
+        try:
+            config = _migrate(path, raw, config, epoch)
+        except OSError as exc:
+            log.warning(
+                "could not migrate %s to format v%d (%s); it is left as it was",
+                path,
+                FORMAT_VERSION,
+                exc.strerror or exc,
+            )
+    return config
+
+
+def _split_keys(text: str) -> list[str]:
+    return [part.strip() for part in re.split(r"[,\n]", text) if part.strip()]
+
+
+def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
+    """Keys from ``TAVILY_API_KEYS`` (comma- or newline-separated) or ``TAVILY_API_KEY``,
+    ``TAVILY_API_KEY_2``, ``TAVILY_API_KEY_3``, ...
+
+    ``SEARCHFUSE_COOLDOWN_MINUTES`` sets the fallback cooldown. Raises
+    :class:`ConfigError` when no key is set.
+    """
+    env = os.environ if environ is None else environ
+    keys: list[tuple[str, str]] = []
+    if env.get("TAVILY_API_KEYS", "").strip():
+        keys = [("TAVILY_API_KEYS", k) for k in _split_keys(env["TAVILY_API_KEYS"])]
+    else:
+        if env.get("TAVILY_API_KEY", "").strip():
+            keys.append(("TAVILY_API_KEY", env["TAVILY_API_KEY"].strip()))
+        numbered = sorted(
+            (int(m.group(1)), name)
+            for name in env
+            if (m := re.fullmatch(r"TAVILY_API_KEY_(\d+)", name)) and env[name].strip()
+        )
+        keys.extend((name, env[name].strip()) for _, name in numbered)
+    if not keys:
+        raise ConfigError(
+            "environment",
+            "TAVILY_API_KEYS",
+            "no Tavily key is set (neither TAVILY_API_KEYS nor TAVILY_API_KEY)",
+            'export TAVILY_API_KEYS="tvly-...,tvly-..." or create config/keys.json',
+        )
+    items: list[dict[str, Any]] = [{"key": value} for _, value in keys]
+    cooldown: Any = None
+    if env.get("SEARCHFUSE_COOLDOWN_MINUTES", "").strip():
+        try:
+            cooldown = float(env["SEARCHFUSE_COOLDOWN_MINUTES"])
+        except ValueError:
+            raise ConfigError(
+                "environment",
+                "SEARCHFUSE_COOLDOWN_MINUTES",
+                f"{env['SEARCHFUSE_COOLDOWN_MINUTES']!r} is not a number",
+                "set it to a number of minutes such as 0.5",
+            ) from None
+    data = {"format_version": FORMAT_VERSION, "keys": items, "cooldown_minutes": cooldown}
+    try:
+        return parse_config(data, "environment")
+    except ConfigError as exc:
+        # Name the variable, not a JSON path the user never wrote.
+        index = int(m.group(1)) if exc.field and (m := re.search(r"\[(\d+)\]", exc.field)) else 0
+        variable = keys[index][0] if index < len(keys) else "TAVILY_API_KEYS"
+        raise ConfigError("environment", variable, exc.problem, exc.fix) from None
+
+
+def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
+    """A :class:`Config` from what a caller handed the ``Router`` constructor."""
+    if isinstance(value, Config):
+        return value
+    if isinstance(value, str):
+        raise TypeError("Router() takes a list of keys, not one string: Router([key])")
+    items: list[Any] = []
+    for item in value:
+        if isinstance(item, KeyEntry):
+            items.append({"key": item.key, "account": item.account, "notes": item.notes})
+        else:
+            items.append(item)
+    return parse_config({"format_version": FORMAT_VERSION, "keys": items}, "Router(keys=...)")

@@ -1,0 +1,817 @@
+"""Router: choose a key -> call Tavily -> classify the answer -> record it -> fail over.
+
+Each operation is written once, as a generator that yields the I/O it needs
+(a ``/usage`` request, a search, a call of the caller's function, a wait) and
+receives the outcome. A small sync driver and a small async driver perform
+that I/O, so ``search`` and ``asearch`` cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import os
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from searchfuse import _clock
+from searchfuse._secrets import redact
+from searchfuse.errors import (
+    BadRequest,
+    ConfigError,
+    NoKeyAvailable,
+    RateLimited,
+    SearchFailed,
+)
+from searchfuse.router import policy
+from searchfuse.router.config import (
+    Config,
+    KeyEntry,
+    config_from_env,
+    keys_from,
+    load_config,
+)
+from searchfuse.router.diagnose import Diagnosis, Step, diagnose_candidates
+from searchfuse.router.policy import Outcome
+from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
+from searchfuse.router.state import State, Store, open_store
+from searchfuse.router.status import KeyStatus, ProbeResult, key_status
+from searchfuse.router.tavily import (
+    MAX_QUERY_LENGTH,
+    SEARCH_CREDITS,
+    USAGE_CALLS_PER_WINDOW,
+    USAGE_WINDOW,
+    TavilyHTTP,
+    Usage,
+    error_detail,
+)
+
+__all__ = ["On429", "Router"]
+
+log = logging.getLogger("searchfuse.router")
+
+T = TypeVar("T")
+On429 = Literal["stop", "retry", "failover"]
+
+#: ``on_429="retry"``: how many retries on the same key, and the first wait.
+RETRIES_ON_429 = 2
+FIRST_RETRY_WAIT = 0.5
+#: Figures older than this are refreshed from ``/usage`` (for the key in use only).
+DEFAULT_SYNC_INTERVAL = 1800.0
+
+
+# -- the I/O steps a flow can ask for --------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Usage:
+    entry: KeyEntry
+
+
+@dataclass(frozen=True)
+class _Search:
+    entry: KeyEntry
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Call:
+    entry: KeyEntry
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Fallback:
+    body: dict[str, Any]
+
+
+_Step = _Usage | _Search | _Call | _Sleep | _Fallback
+
+#: Verdicts under which the fallback may serve. A rate limit never falls
+#: through to the fallback (incident 6: one 429 silently degraded a session).
+FALLBACK_VERDICTS = frozenset({"auth", "exhausted", "upstream"})
+
+
+@dataclass(frozen=True)
+class _Returned:
+    """What the caller's function returned in a ``call`` flow."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An upstream answer reduced to what the reaction table needs."""
+
+    outcome: Outcome
+    status: int | None
+    detail: str
+    retry_after: float | None
+
+
+class Router:
+    """A quota-aware client for several Tavily keys.
+
+    ::
+
+        router = Router(["tvly-dev-test0001", "tvly-dev-test0002"], state="state/quota.json")
+        result = router.search("python 3.13 release date", max_results=3)
+
+    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted
+    and cooling keys are skipped; every answer updates the key's state
+    according to one reaction table (:data:`searchfuse.router.policy.REACTIONS`).
+
+    Args:
+        keys: API keys (strings or :class:`KeyEntry`), or a :class:`Config`.
+        state: a path (JSON file shared by processes), a :class:`Store`, or
+            ``None`` for in-memory state.
+        base_url: Tavily's address; ``TAVILY_BASE_URL`` overrides the default.
+        clock: zero-argument callable returning epoch seconds.
+        sleep: how to wait between retries (default: real sleep, or the
+            testing clock under :func:`searchfuse.testing.set_testing`).
+        on_429: ``"stop"`` (raise :class:`RateLimited`, try no other key),
+            ``"retry"`` (two retries on the same key, then stop) or
+            ``"failover"`` (try the next key).
+        cooldown_minutes: fallback cooldown (float); defaults to the config's
+            value, else 1.0.
+        timeout: httpx timeout for each request.
+        sync_interval: seconds after which a key's ``/usage`` figures are stale.
+        transport, async_transport: httpx transports (the test seam).
+        fallback: ``fallback(query, max_results=..., **params) -> dict`` (sync or
+            async), used only when no key can serve for a reason other than a
+            rate limit (auth failure, exhausted quota, Tavily failing).
+    """
+
+    def __init__(
+        self,
+        keys: Sequence[str | KeyEntry] | Config,
+        *,
+        state: Store | str | os.PathLike[str] | None = None,
+        base_url: str | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+        on_429: On429 = "stop",
+        cooldown_minutes: float | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        sync_interval: float = DEFAULT_SYNC_INTERVAL,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+        fallback: Callable[..., Any] | None = None,
+        _missing: str | None = None,
+    ) -> None:
+        if on_429 not in ("stop", "retry", "failover"):
+            raise ValueError(f"on_429 must be 'stop', 'retry' or 'failover', not {on_429!r}")
+        self.fallback = fallback
+        if fallback is not None and not keys:
+            self.config = Config((), source=_missing or "Router(keys=[])")
+        else:
+            self.config = keys_from(keys)
+        minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
+        if isinstance(minutes, bool) or not math.isfinite(float(minutes)) or minutes < 0:
+            raise ValueError(f"cooldown_minutes must be a finite number >= 0, not {minutes!r}")
+        # A float all the way: int(0.5) once turned a 30 s cooldown into none (incident 4).
+        self.cooldown_seconds = float(minutes) * 60.0
+        self.on_429: On429 = on_429
+        self.sync_interval = float(sync_interval)
+        self.store = open_store(state)
+        self.http = TavilyHTTP(
+            base_url, timeout=timeout, transport=transport, async_transport=async_transport
+        )
+        self._clock = clock
+        self._sleep = sleep
+        self._secrets = tuple(entry.key for entry in self.config.keys)
+        self._warn_if_degraded(_missing)
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str] = "config/keys.json", **options: Any
+    ) -> Router:
+        """A router for the keys in ``path``; state defaults to ``state/quota.json``
+        beside the ``config/`` folder. Legacy files are migrated (backup first)."""
+        try:
+            config = load_config(path, clock=options.get("clock"))
+        except ConfigError as exc:
+            if options.get("fallback") is None:
+                raise
+            return cls([], _missing=f"{exc.source} ({exc.problem})", **options)
+        if "state" not in options:
+            base = config.path.parent.parent if config.path else None
+            options["state"] = (base / "state" / "quota.json") if base else None
+        return cls(config, **options)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **options: Any) -> Router:
+        """A router for the keys in ``TAVILY_API_KEYS`` or ``TAVILY_API_KEY``,
+        ``TAVILY_API_KEY_2``, ... State goes to ``SEARCHFUSE_STATE`` if set,
+        else stays in memory."""
+        env = os.environ if environ is None else environ
+        try:
+            config = config_from_env(env)
+        except ConfigError as exc:
+            if options.get("fallback") is None:
+                raise
+            return cls([], _missing=f"{exc.field} ({exc.problem})", **options)
+        if "state" not in options and env.get("SEARCHFUSE_STATE"):
+            options["state"] = env["SEARCHFUSE_STATE"]
+        return cls(config, **options)
+
+    def __repr__(self) -> str:
+        keys = ", ".join(entry.masked for entry in self.config.keys)
+        return f"Router([{keys}], state={self.store!r}, base_url={self.http.base_url!r})"
+
+    def _fallback_name(self) -> str:
+        fb = self.fallback
+        return str(getattr(fb, "__qualname__", None) or getattr(fb, "__name__", None) or repr(fb))
+
+    def _warn_if_degraded(self, missing: str | None) -> None:
+        """Say once, at construction, when this router will not serve as configured."""
+        serving = (
+            f"searches will be served by the fallback {self._fallback_name()}"
+            if self.fallback is not None
+            else "searches will fail with NoKeyAvailable"
+        )
+        if not self.config.keys:
+            log.warning("no Tavily keys: %s is missing; %s", missing or "the key list", serving)
+            return
+        now, cands = self._snapshot()
+        blocked = {c.entry.masked: blocked_reason(c, now) for c in cands}
+        if any(why is None for why in blocked.values()):
+            return
+        lasting = [c for c in cands if c.state.disabled or c.state.exhausted]
+        if len(lasting) == len(cands):
+            log.warning(
+                "all %d Tavily key(s) from %s are disabled or exhausted according to %r; %s",
+                len(cands),
+                self.config.source,
+                self.store,
+                serving,
+            )
+
+    # -- small helpers -------------------------------------------------------------
+
+    @property
+    def keys(self) -> tuple[KeyEntry, ...]:
+        """The configured keys (``repr`` masks them)."""
+        return self.config.keys
+
+    def now(self) -> float:
+        """The router's clock."""
+        return (self._clock or _clock.now)()
+
+    def _scrub(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _snapshot(self) -> tuple[float, list[Candidate]]:
+        now = self.now()
+        return now, candidates(self.config.keys, self.store.read(now))
+
+    def _pick(self, tried: set[str]) -> KeyEntry | None:
+        now, cands = self._snapshot()
+        ranked = rank(cands, now, exclude=tried)
+        return ranked[0].entry if ranked else None
+
+    def _no_key(self, failures: dict[str, str]) -> NoKeyAvailable:
+        now, cands = self._snapshot()
+        reasons: dict[str, str] = {}
+        for c in cands:
+            why = failures.get(c.entry.masked) or blocked_reason(c, now) or "available"
+            reasons[c.entry.masked] = why
+        diagnosis = diagnose_candidates(cands, cands, now, None)
+        return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
+
+    # -- state changes ---------------------------------------------------------------
+
+    def _sync_due(self, entry: KeyEntry) -> bool:
+        now = self.now()
+        ks = self.store.read(now).keys.get(entry.fingerprint)
+        if (
+            ks is not None
+            and ks.last_sync_at is not None
+            and (now - ks.last_sync_at < self.sync_interval)
+        ):
+            return False
+        return self._usage_allowed(entry, now)
+
+    def _usage_allowed(self, entry: KeyEntry, now: float) -> bool:
+        ks = self.store.read(now).keys.get(entry.fingerprint)
+        if ks is None:
+            return True
+        if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
+            return False
+        recent = [t for t in ks.usage_calls if now - t < USAGE_WINDOW]
+        return len(recent) < USAGE_CALLS_PER_WINDOW
+
+    def _reserve_usage_call(self, entry: KeyEntry) -> bool:
+        """Count a ``/usage`` call against Tavily's limit before making it; False if over."""
+        now = self.now()
+
+        def change(state: State) -> bool:
+            ks = state.key(entry.fingerprint)
+            ks.usage_calls = [t for t in ks.usage_calls if now - t < USAGE_WINDOW]
+            blocked = ks.usage_blocked_until is not None and ks.usage_blocked_until > now
+            if blocked or len(ks.usage_calls) >= USAGE_CALLS_PER_WINDOW:
+                return False
+            ks.usage_calls.append(now)
+            return True
+
+        return self.store.update(now, change)
+
+    def _record_usage(self, entry: KeyEntry, result: httpx.Response | BaseException) -> int | None:
+        """Store a ``/usage`` answer. Returns its HTTP status (``None`` for a transport error)."""
+        now = self.now()
+        if isinstance(result, BaseException):
+            log.info("usage sync for %s failed: %s", entry.masked, type(result).__name__)
+            return None
+        status = result.status_code
+        if status == 200:
+            try:
+                usage = Usage.from_json(result.json())
+            except ValueError:
+                return None
+            same_account = [
+                e.fingerprint for e in self.config.keys if e.account_id == entry.account_id
+            ]
+
+            def store_usage(state: State) -> None:
+                ks = state.key(entry.fingerprint)
+                ks.account = entry.account
+                ks.last_usage = {
+                    "key_usage": usage.key_usage,
+                    "key_limit": usage.key_limit,
+                    "search_usage": usage.search_usage,
+                }
+                ks.last_sync_at = now
+                ks.local_credits = 0.0
+                acc = state.account(entry.account_id)
+                acc.current_plan = usage.current_plan
+                acc.plan_usage = usage.plan_usage
+                acc.plan_limit = usage.plan_limit
+                acc.paygo_usage = usage.paygo_usage
+                acc.paygo_limit = usage.paygo_limit
+                acc.synced_at = now
+                acc.local_credits = 0.0
+                plan_spent = usage.plan_headroom() <= 0
+                ks.exhausted = usage.key_headroom() <= 0 or plan_spent
+                # The plan is shared: its figures speak for every key of the account.
+                for fp in same_account:
+                    other = state.key(fp)
+                    if plan_spent:
+                        other.exhausted = True
+                    elif fp != entry.fingerprint and other.exhausted and other.last_usage:
+                        other.exhausted = (other.last_usage.get("key_limit") or math.inf) <= (
+                            other.last_usage.get("key_usage") or 0.0
+                        )
+                # A 200 proves the key is valid again: an auth cooldown is over (incident 7).
+                if ks.cooldown_reason == Outcome.AUTH and ks.cooling(now):
+                    ks.cooldown_until = None
+                    ks.cooldown_reason = None
+                    ks.cooldown_started = None
+                    ks.last_error = None
+
+            self.store.update(now, store_usage)
+            return status
+        detail = self._scrub(error_detail(result))
+        outcome = policy.classify_status(status)
+        if outcome is Outcome.RATE_LIMITED:
+            # /usage has its own limit; its 429 says nothing about searches (incident 3).
+            wait = policy.parse_retry_after(result.headers.get("retry-after"), now)
+            until = now + policy.clamp_park(wait if wait is not None else USAGE_WINDOW)
+
+            def block(state: State) -> None:
+                state.key(entry.fingerprint).usage_blocked_until = until
+
+            self.store.update(now, block)
+        elif outcome in (Outcome.AUTH, Outcome.EXHAUSTED):
+            self._react(entry, _Answer(outcome, status, detail, None))
+        return status
+
+    def _record_success(self, entry: KeyEntry, credits: float) -> None:
+        now = self.now()
+
+        def change(state: State) -> None:
+            ks = state.key(entry.fingerprint)
+            ks.account = entry.account
+            ks.cooldown_until = None
+            ks.cooldown_reason = None
+            ks.cooldown_started = None
+            ks.last_error = None
+            ks.last_status = 200
+            ks.exhausted = False
+            ks.searches += 1
+            ks.last_used_at = now
+            ks.local_credits += credits
+            state.account(entry.account_id).local_credits += credits
+
+        self.store.update(now, change)
+
+    def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
+        """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
+        now = self.now()
+        reaction = policy.REACTIONS[answer.outcome]
+        if reaction.cooldown == "auth":
+            seconds = policy.AUTH_COOLDOWN
+        elif reaction.cooldown == "retry_after":
+            seconds = policy.clamp_park(
+                answer.retry_after if answer.retry_after is not None else self.cooldown_seconds
+            )
+        elif reaction.cooldown == "fallback":
+            seconds = policy.clamp_park(self.cooldown_seconds)
+        else:
+            seconds = 0.0
+        label = f"{answer.status}" if answer.status is not None else "no answer"
+        error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
+
+        def change(state: State) -> None:
+            ks = state.key(entry.fingerprint)
+            ks.account = entry.account
+            ks.last_status = answer.status
+            if not reaction.penalises_key:
+                return
+            ks.last_error = error
+            ks.last_error_at = now
+            if reaction.cooldown == "exhausted":
+                ks.exhausted = True
+            elif park and seconds > 0:
+                ks.cooldown_until = now + seconds
+                ks.cooldown_reason = str(answer.outcome)
+                ks.cooldown_started = now
+
+        self.store.update(now, change)
+        if reaction.penalises_key:
+            log.warning(
+                "key %s: %s (%s)%s",
+                entry.masked,
+                answer.outcome,
+                error,
+                f"; cooling down {seconds:g} s" if park and seconds else "",
+            )
+        return seconds
+
+    # -- classification --------------------------------------------------------------
+
+    def _classify(self, result: httpx.Response | BaseException) -> _Answer:
+        now = self.now()
+        if isinstance(result, BaseException):
+            outcome = policy.classify_exception(result)
+            if outcome is None:
+                raise result
+            status = policy.status_of(result)
+            detail = self._scrub(str(result) or type(result).__name__)
+            return _Answer(outcome, status, detail, policy.retry_after_of(result, now))
+        status = result.status_code
+        outcome = policy.classify_status(status)
+        detail = "" if outcome is Outcome.OK else self._scrub(error_detail(result))
+        retry_after = policy.parse_retry_after(result.headers.get("retry-after"), now)
+        return _Answer(outcome, status, detail, retry_after)
+
+    # -- the flows ---------------------------------------------------------------------
+
+    def _key_flow(
+        self, make_step: Callable[[KeyEntry], _Search | _Call]
+    ) -> Generator[_Step, Any, tuple[KeyEntry, Any]]:
+        """Pick a key, sync it if due, run one step on it, react, fail over as the table says.
+
+        Returns ``(entry, outcome)``: the key that served and the successful
+        answer (a response, or a :class:`_Returned`).
+        """
+        tried: set[str] = set()
+        failures: dict[str, str] = {}
+        synced = False
+        while True:
+            entry = self._pick(tried)
+            if entry is None:
+                raise self._no_key(failures)
+            if not synced and self._sync_due(entry) and self._reserve_usage_call(entry):
+                synced = True
+                status = self._record_usage(entry, (yield _Usage(entry)))
+                if status != 200 and status is not None and status != 429:
+                    tried.add(entry.fingerprint)
+                    failures[entry.masked] = f"/usage answered {status}"
+                    continue
+                now, cands = self._snapshot()
+                fresh = next(c for c in cands if c.entry == entry)
+                if blocked_reason(fresh, now) is not None:
+                    # The fresh figures say this key is spent; the next one is not synced
+                    # in the same search (one /usage per search at most, incident 3).
+                    tried.add(entry.fingerprint)
+                    failures[entry.masked] = blocked_reason(fresh, now) or "exhausted"
+                    continue
+            attempt = 0
+            while True:
+                result = yield make_step(entry)
+                if isinstance(result, _Returned):
+                    return entry, result
+                answer = self._classify(result)
+                if answer.outcome is Outcome.OK:
+                    return entry, result
+                if (
+                    answer.outcome is Outcome.RATE_LIMITED
+                    and self.on_429 == "retry"
+                    and attempt < RETRIES_ON_429
+                ):
+                    # A server's Retry-After wins over our doubling; either way at most 10 s.
+                    wait = answer.retry_after
+                    if wait is None:
+                        wait = FIRST_RETRY_WAIT * 2**attempt
+                    self._react(entry, answer, park=False)
+                    attempt += 1
+                    yield _Sleep(policy.clamp_wait(wait))
+                    continue
+                break
+            cooldown = self._react(entry, answer)
+            if answer.outcome is Outcome.BAD_REQUEST:
+                if isinstance(result, BaseException) and not isinstance(result, httpx.HTTPError):
+                    raise result
+                raise BadRequest(answer.detail)
+            if answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover":
+                # A burst that 429s one key 429s them all (incident 1): stop here.
+                raise RateLimited(retry_after=cooldown, key=entry.masked)
+            tried.add(entry.fingerprint)
+            failures[entry.masked] = f"{answer.status or 'no answer'} {answer.outcome}" + (
+                f" ({answer.detail})" if answer.detail else ""
+            )
+
+    def _search_flow(self, body: dict[str, Any]) -> Generator[_Step, Any, dict[str, Any]]:
+        try:
+            entry, response = yield from self._key_flow(lambda e: _Search(e, body))
+        except NoKeyAvailable as exc:
+            verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
+            if self.fallback is None or verdict not in FALLBACK_VERDICTS:
+                raise
+            log.info(
+                "no key can serve (%s); the fallback %s serves", verdict, self._fallback_name()
+            )
+            served = yield _Fallback(body)
+            result = dict(served) if isinstance(served, dict) else {"results": served}
+            result["searchfuse"] = {
+                "served_by": "fallback",
+                "fallback": self._fallback_name(),
+                "reason": verdict,
+            }
+            return result
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            self._react(entry, _Answer(Outcome.UPSTREAM, 200, "answer was not a JSON object", None))
+            raise SearchFailed("Tavily answered 200 with a body that is not a JSON object")
+        usage = data.get("usage")
+        credits = usage.get("credits") if isinstance(usage, dict) else None
+        if isinstance(credits, bool) or not isinstance(credits, int | float):
+            credits = SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1)
+        self._record_success(entry, float(credits))
+        data["searchfuse"] = {"served_by": "tavily", "key": entry.masked}
+        return data
+
+    def _fallback_args(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        params = {k: v for k, v in body.items() if k not in ("query", "include_usage")}
+        return str(body["query"]), params
+
+    def _call_flow(self) -> Generator[_Step, Any, Any]:
+        entry, returned = yield from self._key_flow(_Call)
+        self._record_success(entry, 0.0)
+        return returned.value
+
+    @staticmethod
+    def _body(query: str, max_results: int, params: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            raise BadRequest("query must be a non-empty string")
+        if len(query) > MAX_QUERY_LENGTH:
+            raise BadRequest(
+                f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}"
+            )
+        if "api_key" in params:
+            raise TypeError("pass keys to the Router, not to search(): api_key is not a parameter")
+        body: dict[str, Any] = {"query": query, "max_results": max_results}
+        body.update({k: v for k, v in params.items() if v is not None})
+        # Count credits locally instead of asking /usage before every search (incident 3).
+        body.setdefault("include_usage", True)
+        return body
+
+    # -- drivers ---------------------------------------------------------------------
+
+    def _drive(self, flow: Generator[_Step, Any, T], fn: Callable[[str], Any] | None = None) -> T:
+        try:
+            step = next(flow)
+            while True:
+                result: Any
+                if isinstance(step, _Sleep):
+                    (self._sleep or _clock.sleep)(step.seconds)
+                    result = None
+                elif isinstance(step, _Usage):
+                    try:
+                        result = self.http.usage(step.entry.key)
+                    except httpx.HTTPError as exc:
+                        result = exc
+                elif isinstance(step, _Search):
+                    try:
+                        result = self.http.search(step.entry.key, step.body)
+                    except httpx.HTTPError as exc:
+                        result = exc
+                elif isinstance(step, _Fallback):
+                    assert self.fallback is not None
+                    query, params = self._fallback_args(step.body)
+                    result = self.fallback(query, **params)
+                    if inspect.isawaitable(result):
+                        raise TypeError("an async fallback needs asearch(), not search()")
+                else:
+                    assert fn is not None
+                    try:
+                        result = _Returned(fn(step.entry.key))
+                    except Exception as exc:
+                        result = exc
+                step = flow.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def _adrive(
+        self, flow: Generator[_Step, Any, T], fn: Callable[[str], Awaitable[Any]] | None = None
+    ) -> T:
+        try:
+            step = next(flow)
+            while True:
+                result: Any
+                if isinstance(step, _Sleep):
+                    if self._sleep is not None:
+                        self._sleep(step.seconds)
+                    else:
+                        await _clock.asleep(step.seconds)
+                    result = None
+                elif isinstance(step, _Usage):
+                    try:
+                        result = await self.http.ausage(step.entry.key)
+                    except httpx.HTTPError as exc:
+                        result = exc
+                elif isinstance(step, _Search):
+                    try:
+                        result = await self.http.asearch(step.entry.key, step.body)
+                    except httpx.HTTPError as exc:
+                        result = exc
+                elif isinstance(step, _Fallback):
+                    assert self.fallback is not None
+                    query, params = self._fallback_args(step.body)
+                    result = self.fallback(query, **params)
+                    if inspect.isawaitable(result):
+                        result = await result
+                else:
+                    assert fn is not None
+                    try:
+                        result = _Returned(await fn(step.entry.key))
+                    except Exception as exc:
+                        result = exc
+                step = flow.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    # -- public API ----------------------------------------------------------------------
+
+    def search(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
+        """Search Tavily with the best available key and return Tavily's JSON as a dict.
+
+        ``params`` are Tavily's search parameters (``search_depth``, ``topic``,
+        ``include_domains``...). The result has an extra ``"searchfuse"`` entry
+        saying who served it (``{"served_by": "tavily", "key": "tvly-dev-…0001"}``).
+
+        Raises :class:`RateLimited` on a 429 (default policy), :class:`BadRequest`
+        on a 400, :class:`NoKeyAvailable` when no key can serve.
+        """
+        return self._drive(self._search_flow(self._body(query, max_results, params)))
+
+    async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
+        """Async twin of :meth:`search`."""
+        return await self._adrive(self._search_flow(self._body(query, max_results, params)))
+
+    def call(self, fn: Callable[[str], T]) -> T:
+        """Run ``fn(key)`` with the key the router chooses, and learn from its outcome.
+
+        A return is a success. An exception is classified like an HTTP answer
+        (``httpx.HTTPStatusError``, tavily-python's errors, anything with a
+        ``status_code``): 401/403, 432/433 and 5xx move on to the next key,
+        429 follows ``on_429``, 400 and unknown exceptions are re-raised.
+        """
+        return self._drive(self._call_flow(), fn)  # type: ignore[no-any-return]
+
+    async def acall(self, fn: Callable[[str], Awaitable[T]]) -> T:
+        """Async twin of :meth:`call`."""
+        return await self._adrive(self._call_flow(), fn)
+
+    def ensure_available(self) -> None:
+        """Raise :class:`NoKeyAvailable` if no key can serve right now (no request is sent)."""
+        if self._pick(set()) is None:
+            raise self._no_key({})
+
+    def status(self) -> list[KeyStatus]:
+        """One record per key: masked key, account, usage, remaining, cooldown, last error."""
+        now, cands = self._snapshot()
+        return [key_status(c, now, remaining(c), blocked_reason(c, now)) for c in cands]
+
+    def _probe_flow(self) -> Generator[_Step, Any, list[ProbeResult]]:
+        results = []
+        for entry in self.config.keys:
+            if not self._reserve_usage_call(entry):
+                results.append(
+                    ProbeResult(
+                        entry.masked,
+                        entry.fingerprint,
+                        None,
+                        "skipped: Tavily allows 10 /usage requests per 10 minutes per key",
+                    )
+                )
+                continue
+            response = yield _Usage(entry)
+            status = self._record_usage(entry, response)
+            if status == 200:
+                note = "ok"
+            elif status is None:
+                note = f"no answer ({type(response).__name__})"
+            else:
+                note = f"{status}: {self._scrub(error_detail(response))}"
+            results.append(ProbeResult(entry.masked, entry.fingerprint, status, note))
+        return results
+
+    def test_keys(self) -> list[ProbeResult]:
+        """Ask ``/usage`` for every key, one at a time, and refresh the state with the answers.
+
+        Never runs a search (no search credits are spent). Keys whose ``/usage``
+        budget (10 per 10 minutes) is used up are skipped, not asked.
+        """
+        return self._drive(self._probe_flow())
+
+    async def atest_keys(self) -> list[ProbeResult]:
+        """Async twin of :meth:`test_keys` (still one key at a time)."""
+        return await self._adrive(self._probe_flow())
+
+    def _diagnose_flow(self, probe: bool) -> Generator[_Step, Any, Diagnosis]:
+        now, before = self._snapshot()
+        probe_step: Step | None = None
+        if probe:
+            evidence: list[dict[str, Any]] = []
+            said = {c.entry.fingerprint: blocked_reason(c, now) for c in before}
+            # One key at a time, /usage only: a probe must never spend search credits.
+            for result in (yield from self._probe_flow()):
+                ev: dict[str, Any] = result.to_dict()
+                if result.ok:
+                    was = said.get(result.fingerprint)
+                    ev["note"] = (
+                        f"/usage 200; the state said {was!r}: stale, refreshed"
+                        if was
+                        else "/usage 200: the key is valid"
+                    )
+                else:
+                    ev["note"] = result.note
+                evidence.append(ev)
+            ok = sum(1 for ev in evidence if ev.get("ok"))
+            probe_step = Step(
+                "probe", f"/usage answered 200 for {ok} of {len(evidence)} key(s)", evidence
+            )
+        now, after = self._snapshot()
+        return diagnose_candidates(before, after, now, probe_step)
+
+    def diagnose(self, probe: bool = False) -> Diagnosis:
+        """Explain, in verification order, whether and why the keys can serve.
+
+        Steps: state, cooldown, quota, probe, verdict. Without ``probe`` no
+        request is sent. With ``probe=True`` each key's ``/usage`` is asked
+        directly, one key at a time (never a search), and the state is
+        refreshed from the answers.
+        """
+        return self._drive(self._diagnose_flow(probe))
+
+    async def adiagnose(self, probe: bool = False) -> Diagnosis:
+        """Async twin of :meth:`diagnose` (still one key at a time)."""
+        return await self._adrive(self._diagnose_flow(probe))
+
+    def reset_month(self) -> None:
+        """Forget all local state: cooldowns, usage figures, counters."""
+        self.store.clear(self.now())
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self.http.close()
+
+    async def aclose(self) -> None:
+        """Close both HTTP connection pools."""
+        await self.http.aclose()
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,102 @@
+"""Which key next: skip what cannot serve, then prefer the most remaining quota.
+
+Pure functions over state snapshots, so the rules are easy to test and the
+router, ``status`` and the diagnosis all agree on what "available" means.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from searchfuse.router.config import KeyEntry
+from searchfuse.router.state import AccountUsage, KeyState, State
+
+__all__ = ["Candidate", "blocked_reason", "candidates", "rank", "remaining"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A key with its state and its account's figures, as of one snapshot."""
+
+    entry: KeyEntry
+    state: KeyState
+    account: AccountUsage
+
+
+def candidates(entries: Iterable[KeyEntry], state: State) -> list[Candidate]:
+    """Pair each configured key with its records (empty records for unknown keys)."""
+    out = []
+    for entry in entries:
+        ks = state.keys.get(entry.fingerprint) or KeyState(account=entry.account)
+        acc = state.accounts.get(entry.account_id) or AccountUsage()
+        out.append(Candidate(entry, ks, acc))
+    return out
+
+
+def blocked_reason(c: Candidate, now: float) -> str | None:
+    """Why this key cannot serve now, or ``None`` when it can.
+
+    An expired cooldown is not a reason: state is a cache, and a cooldown
+    that has passed simply means the key is available (incident 2).
+    """
+    ks = c.state
+    if ks.disabled:
+        return "disabled in config"
+    if ks.cooling(now):
+        left = ks.cooldown_left(now)
+        why = ks.cooldown_reason or "error"
+        return f"cooling down for {math.ceil(left)} s ({why})"
+    if ks.exhausted:
+        return "quota exhausted (waits for /usage to show headroom or the month to roll)"
+    return None
+
+
+def remaining(c: Candidate) -> float:
+    """Credits this key can still spend: the lesser of its own limit and its account's plan.
+
+    Keys of one account share the plan, so the account's local spending counts
+    against every one of them. Unknown figures count as unlimited.
+    """
+    key_left = math.inf
+    usage = c.state.last_usage or {}
+    limit = usage.get("key_limit")
+    if isinstance(limit, int | float):
+        key_left = float(limit) - float(usage.get("key_usage") or 0.0) - c.state.local_credits
+    acc = c.account
+    plan_left = math.inf
+    if acc.plan_limit is not None:
+        plan_left = acc.plan_limit - (acc.plan_usage or 0.0) - acc.local_credits
+        if acc.paygo_limit is not None:
+            plan_left = max(plan_left, 0.0) + max(acc.paygo_limit - (acc.paygo_usage or 0.0), 0.0)
+    return min(key_left, plan_left)
+
+
+def _search_usage(c: Candidate) -> float:
+    usage = c.state.last_usage or {}
+    synced = float(usage.get("search_usage") or 0.0)
+    return synced + c.state.local_credits
+
+
+def rank(cands: Sequence[Candidate], now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
+    """The keys that can serve now, best first.
+
+    Order: most remaining quota, then the lowest search usage, then the least
+    recently used (never used comes first), then configuration order.
+    """
+    skip = set(exclude)
+    usable = [
+        (i, c)
+        for i, c in enumerate(cands)
+        if c.entry.fingerprint not in skip and blocked_reason(c, now) is None
+    ]
+    usable.sort(
+        key=lambda ic: (
+            -remaining(ic[1]),
+            _search_usage(ic[1]),
+            ic[1].state.last_used_at if ic[1].state.last_used_at is not None else -math.inf,
+            ic[0],
+        )
+    )
+    return [c for _, c in usable]

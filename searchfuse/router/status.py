@@ -1,0 +1,99 @@
+"""Status records: what ``router.status()`` and ``router.test_keys()`` report per key.
+
+Keys appear masked and by fingerprint only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from searchfuse.router.selection import Candidate
+
+__all__ = ["KeyStatus", "ProbeResult", "key_status"]
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """One key as the router sees it now."""
+
+    key: str
+    fingerprint: str
+    account: str | None
+    notes: str
+    #: ``"available"``, ``"cooling"``, ``"exhausted"`` or ``"disabled"``.
+    state: str
+    blocked_reason: str | None
+    key_usage: float | None
+    key_limit: float | None
+    search_usage: float | None
+    plan_usage: float | None
+    plan_limit: float | None
+    local_credits: float
+    #: Credits left (lesser of key and plan), ``None`` when unknown.
+    remaining: float | None
+    cooldown_left: float
+    cooldown_reason: str | None
+    cooldown_until: float | None
+    last_error: str | None
+    last_sync_age: float | None
+    searches: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (what ``searchfuse status --json`` prints)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The answer of one ``/usage`` probe."""
+
+    key: str
+    fingerprint: str
+    status_code: int | None
+    note: str
+
+    @property
+    def ok(self) -> bool:
+        """True when ``/usage`` answered 200."""
+        return self.status_code == 200
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {**asdict(self), "ok": self.ok}
+
+
+def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> KeyStatus:
+    """Build a :class:`KeyStatus` from a selection candidate."""
+    ks = c.state
+    usage = ks.last_usage or {}
+    if ks.disabled:
+        state = "disabled"
+    elif ks.cooling(now):
+        state = "cooling"
+    elif ks.exhausted:
+        state = "exhausted"
+    else:
+        state = "available"
+    return KeyStatus(
+        key=c.entry.masked,
+        fingerprint=c.entry.fingerprint,
+        account=c.entry.account,
+        notes=c.entry.notes,
+        state=state,
+        blocked_reason=blocked,
+        key_usage=usage.get("key_usage"),
+        key_limit=usage.get("key_limit"),
+        search_usage=usage.get("search_usage"),
+        plan_usage=c.account.plan_usage,
+        plan_limit=c.account.plan_limit,
+        local_credits=ks.local_credits,
+        remaining=None if math.isinf(left) else left,
+        cooldown_left=ks.cooldown_left(now),
+        cooldown_reason=ks.cooldown_reason if ks.cooling(now) else None,
+        cooldown_until=ks.cooldown_until,
+        last_error=ks.last_error,
+        last_sync_age=None if ks.last_sync_at is None else max(0.0, now - ks.last_sync_at),
+        searches=ks.searches,
+    )
