@@ -20,6 +20,8 @@ from searchfuse.errors import (
     SearchRefused,
     TurnLimitReached,
 )
+from searchfuse.router import Router
+from searchfuse.router.diagnose import Diagnosis
 
 __version__ = "0.1.0"
 
@@ -27,8 +29,10 @@ __all__ = [
     "BadRequest",
     "ConfigError",
     "CooldownActive",
+    "Diagnosis",
     "NoKeyAvailable",
     "RateLimited",
+    "Router",
     "SearchFailed",
     "SearchFuseError",
     "SearchRefused",

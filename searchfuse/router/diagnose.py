@@ -296,13 +296,23 @@ def diagnose_candidates(
     after: Sequence[Candidate],
     now: float,
     probe: Step | None,
+    hold: tuple[float, str | None] = (0.0, None),
 ) -> Diagnosis:
     """Build the diagnosis from state snapshots taken before and after the probe.
 
-    Without a probe, ``before`` and ``after`` are the same snapshot.
+    Without a probe, ``before`` and ``after`` are the same snapshot. ``hold``
+    is the router-wide rate-limit hold: seconds left and the key that set it.
     """
     burst = _bursts(before, now)
-    steps = [_state_step(before, now), _cooldown_step(before, now, burst), _quota_step(before)]
+    cooldown = _cooldown_step(before, now, burst)
+    if hold[0] > 0:
+        cooldown = Step(
+            cooldown.name,
+            cooldown.finding + f"; the router holds every search for {_secs(hold[0])} "
+            f"after a 429 on {hold[1] or 'a key'} (on_429='stop')",
+            cooldown.evidence,
+        )
+    steps = [_state_step(before, now), cooldown, _quota_step(before)]
     steps.append(
         probe
         or Step(
@@ -312,6 +322,13 @@ def diagnose_candidates(
         )
     )
     verdict, advice, retry_after = _verdict(before, after, now, burst, probe is not None)
+    if hold[0] > 0 and verdict in ("healthy", "stale"):
+        verdict = "burst" if burst else "cooling"
+        advice = (
+            f"a 429 on {hold[1] or 'a key'} stopped all searches for {_secs(hold[0])} more: "
+            "searches came too fast. Wait, then make one search per reply; do not retry earlier."
+        )
+        retry_after = hold[0]
     steps.append(Step("verdict", f"{verdict}: {advice}"))
     return Diagnosis(
         tuple(steps), verdict, bool(burst), f"Verdict: {verdict}. {advice}", retry_after

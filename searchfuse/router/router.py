@@ -12,6 +12,7 @@ import inspect
 import logging
 import math
 import os
+import threading
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -23,6 +24,7 @@ from searchfuse._secrets import redact
 from searchfuse.errors import (
     BadRequest,
     ConfigError,
+    CooldownActive,
     NoKeyAvailable,
     RateLimited,
     SearchFailed,
@@ -60,6 +62,8 @@ On429 = Literal["stop", "retry", "failover"]
 #: ``on_429="retry"``: how many retries on the same key, and the first wait.
 RETRIES_ON_429 = 2
 FIRST_RETRY_WAIT = 0.5
+#: Searches starting within this many seconds of the previous pick stay on its key.
+STICKY_WINDOW = 2.0
 #: Figures older than this are refreshed from ``/usage`` (for the key in use only).
 DEFAULT_SYNC_INTERVAL = 1800.0
 
@@ -188,6 +192,8 @@ class Router:
         self._clock = clock
         self._sleep = sleep
         self._secrets = tuple(entry.key for entry in self.config.keys)
+        self._sticky: tuple[str, float] | None = None
+        self._sticky_lock = threading.Lock()
         self._warn_if_degraded(_missing)
 
     # -- construction ---------------------------------------------------------------
@@ -276,9 +282,33 @@ class Router:
         return now, candidates(self.config.keys, self.store.read(now))
 
     def _pick(self, tried: set[str]) -> KeyEntry | None:
-        now, cands = self._snapshot()
+        now = self.now()
+        state = self.store.read(now)
+        # The hold and the parked key are written in one update, so a thread
+        # that sees the key parked also sees the hold (no walk to the next key).
+        if self.on_429 != "failover" and state.hold_left(now) > 0:
+            masked = next(
+                (e.masked for e in self.config.keys if e.fingerprint == state.hold_key), None
+            )
+            raise CooldownActive(
+                state.hold_left(now), cause=f"rate limit (429 on {masked or 'a key'})"
+            )
+        cands = candidates(self.config.keys, state)
         ranked = rank(cands, now, exclude=tried)
-        return ranked[0].entry if ranked else None
+        if not ranked:
+            return None
+        choice = ranked[0].entry
+        with self._sticky_lock:
+            # Searches that come in a burst stay on one key: if the burst draws a
+            # 429, only that key is touched (incident 1). Across bursts the most
+            # remaining quota wins again.
+            if self._sticky is not None and now - self._sticky[1] < STICKY_WINDOW:
+                for c in ranked:
+                    if c.entry.fingerprint == self._sticky[0]:
+                        choice = c.entry
+                        break
+            self._sticky = (choice.fingerprint, now)
+        return choice
 
     def _no_key(self, failures: dict[str, str]) -> NoKeyAvailable:
         now, cands = self._snapshot()
@@ -286,8 +316,18 @@ class Router:
         for c in cands:
             why = failures.get(c.entry.masked) or blocked_reason(c, now) or "available"
             reasons[c.entry.masked] = why
-        diagnosis = diagnose_candidates(cands, cands, now, None)
+        diagnosis = diagnose_candidates(cands, cands, now, None, self._hold())
         return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
+
+    def _hold(self) -> tuple[float, str | None]:
+        """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
+        if self.on_429 == "failover":
+            return 0.0, None
+        now = self.now()
+        state = self.store.read(now)
+        left = state.hold_left(now)
+        masked = next((e.masked for e in self.config.keys if e.fingerprint == state.hold_key), None)
+        return left, masked
 
     # -- state changes ---------------------------------------------------------------
 
@@ -415,6 +455,7 @@ class Router:
         self.store.update(now, change)
 
     def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
+        hold = answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover"
         """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
@@ -445,6 +486,9 @@ class Router:
                 ks.cooldown_until = now + seconds
                 ks.cooldown_reason = str(answer.outcome)
                 ks.cooldown_started = now
+                if hold and (state.hold_until is None or state.hold_until < now + seconds):
+                    state.hold_until = now + seconds
+                    state.hold_key = entry.fingerprint
 
         self.store.update(now, change)
         if reaction.penalises_key:
@@ -534,7 +578,9 @@ class Router:
                     raise result
                 raise BadRequest(answer.detail)
             if answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover":
-                # A burst that 429s one key 429s them all (incident 1): stop here.
+                # A burst that 429s one key 429s them all (incident 1): stop here,
+                # and hold the whole router so the rest of the burst cannot walk
+                # through the other keys.
                 raise RateLimited(retry_after=cooldown, key=entry.masked)
             tried.add(entry.fingerprint)
             failures[entry.masked] = f"{answer.status or 'no answer'} {answer.outcome}" + (
@@ -707,7 +753,12 @@ class Router:
         return await self._adrive(self._call_flow(), fn)
 
     def ensure_available(self) -> None:
-        """Raise :class:`NoKeyAvailable` if no key can serve right now (no request is sent)."""
+        """Raise if no key can serve right now; no request is sent.
+
+        Raises :class:`CooldownActive` while the router-wide rate-limit hold
+        runs (``on_429`` "stop" or "retry"), :class:`NoKeyAvailable` when every
+        key is cooling, exhausted or disabled.
+        """
         if self._pick(set()) is None:
             raise self._no_key({})
 
@@ -776,7 +827,7 @@ class Router:
                 "probe", f"/usage answered 200 for {ok} of {len(evidence)} key(s)", evidence
             )
         now, after = self._snapshot()
-        return diagnose_candidates(before, after, now, probe_step)
+        return diagnose_candidates(before, after, now, probe_step, self._hold())
 
     def diagnose(self, probe: bool = False) -> Diagnosis:
         """Explain, in verification order, whether and why the keys can serve.

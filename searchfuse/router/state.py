@@ -110,6 +110,17 @@ class State:
     month: str
     keys: dict[str, KeyState] = field(default_factory=dict)
     accounts: dict[str, AccountUsage] = field(default_factory=dict)
+    #: Under ``on_429="stop"``, a 429 on any key holds the whole router until
+    #: this time: a burst that 429s one key 429s them all (incident 1).
+    hold_until: float | None = None
+    #: Fingerprint of the key whose 429 set the hold.
+    hold_key: str | None = None
+
+    def hold_left(self, now: float) -> float:
+        """Seconds the router-wide rate-limit hold still runs (0.0 when none)."""
+        if self.hold_until is None:
+            return 0.0
+        return max(0.0, self.hold_until - now)
 
     def key(self, fp: str) -> KeyState:
         """The record for key fingerprint ``fp``, created empty when missing."""
@@ -132,6 +143,8 @@ class State:
             "month": self.month,
             "keys": {fp: asdict(ks) for fp, ks in sorted(self.keys.items())},
             "accounts": {name: asdict(acc) for name, acc in sorted(self.accounts.items())},
+            "hold_until": self.hold_until,
+            "hold_key": self.hold_key,
         }
 
     @classmethod
@@ -147,7 +160,17 @@ class State:
             month=data["month"],
             keys={fp: _build(KeyState, v) for fp, v in keys_raw.items()},
             accounts={name: _build(AccountUsage, v) for name, v in accounts_raw.items()},
+            hold_until=_optional_number(data.get("hold_until")),
+            hold_key=data.get("hold_key") if isinstance(data.get("hold_key"), str) else None,
         )
+
+
+def _optional_number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
 
 
 def _build(cls: type[T], raw: Any) -> T:

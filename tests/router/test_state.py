@@ -1,0 +1,102 @@
+"""State stores: atomic private files, corrupt files moved aside, month rollover."""
+
+from __future__ import annotations
+
+import json
+import logging
+import stat
+from pathlib import Path
+
+import pytest
+
+from searchfuse import Router
+from searchfuse.router.state import JsonFileStore, MemoryStore, State, month_of
+from searchfuse.testing import FakeClock
+
+from .conftest import KEYS, Upstream
+
+K1 = KEYS[0]
+
+
+def test_month_of_is_utc() -> None:
+    assert month_of(1_764_547_199.0) == "2025-11"
+    assert month_of(1_764_547_200.0) == "2025-12"
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "file"])
+def test_update_is_read_modify_write(store_kind: str, tmp_path: Path) -> None:
+    store = MemoryStore() if store_kind == "memory" else JsonFileStore(tmp_path / "q.json")
+    now = 1_768_478_400.0
+
+    def bump(state: State) -> int:
+        state.key("abc").searches += 1
+        return state.key("abc").searches
+
+    assert [store.update(now, bump) for _ in range(3)] == [1, 2, 3]
+    assert store.read(now).keys["abc"].searches == 3
+    # A new month reads empty.
+    assert store.read(now + 40 * 86400).keys == {}
+
+
+def test_state_file_is_private_and_holds_no_key(
+    upstream: Upstream, clock: FakeClock, state_file: Path
+) -> None:
+    router = Router(KEYS, state=state_file, clock=clock)
+    upstream.search(K1, 401)
+    upstream.search(KEYS[1], 200)
+    router.search("q")
+    assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
+    text = state_file.read_text()
+    assert all(key not in text for key in KEYS)
+    data = json.loads(text)
+    assert data["month"] == "2026-01"
+    assert set(data["keys"]) <= {Router([k]).keys[0].fingerprint for k in KEYS}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b"[1, 2, 3]", b'{"month": 5}', b"\xff\xfe", b'{"month": "2026-01", "keys": []}'],
+)
+def test_corrupt_state_is_moved_aside_and_search_goes_on(
+    content: bytes,
+    upstream: Upstream,
+    clock: FakeClock,
+    state_file: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state_file.parent.mkdir(parents=True)
+    state_file.write_bytes(content)
+    router = Router([K1], state=state_file, clock=clock)
+    upstream.search(K1, 200)
+    with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
+        assert router.search("q")["searchfuse"]["served_by"] == "tavily"
+    (moved,) = state_file.parent.glob("quota.json.corrupt.*")
+    assert moved.read_bytes() == content  # never silently dropped
+    assert moved.name == "quota.json.corrupt.20260115T120000Z"
+    assert json.loads(state_file.read_text())["keys"]
+    assert any("moved aside" in r.getMessage() for r in caplog.records)
+
+
+def test_reset_month_clears_cooldowns(
+    upstream: Upstream, clock: FakeClock, state_file: Path
+) -> None:
+    router = Router([K1], state=state_file, clock=clock)
+    upstream.search(K1, 503)
+    with pytest.raises(Exception):
+        router.search("q")
+    assert router.status()[0].state == "cooling"
+    router.reset_month()
+    assert router.status()[0].state == "available"
+    assert json.loads(state_file.read_text())["keys"] == {}
+
+
+def test_unknown_fields_from_newer_versions_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "q.json"
+    path.write_text(
+        json.dumps(
+            {"month": "2026-01", "keys": {"abc": {"searches": 4, "future_field": 1}}, "new": 1}
+        )
+    )
+    store = JsonFileStore(path)
+    assert store.read(1_768_478_400.0).keys["abc"].searches == 4
+    assert not list(tmp_path.glob("*.corrupt.*"))

@@ -1,0 +1,28 @@
+"""Keys are shown masked or fingerprinted, never raw."""
+
+from __future__ import annotations
+
+from searchfuse._secrets import fingerprint, mask, redact
+
+
+def test_mask_keeps_prefix_and_last_four() -> None:
+    assert mask("tvly-dev-test0001") == "tvly-dev-…0001"
+    assert mask("tvly-abcdefgh1234") == "tvly-…1234"
+
+
+def test_short_keys_show_only_a_fingerprint() -> None:
+    assert mask("tvly-abc") == f"key#{fingerprint('tvly-abc')[:8]}"
+
+
+def test_fingerprint_is_stable_and_short() -> None:
+    assert fingerprint("tvly-dev-test0001") == fingerprint("tvly-dev-test0001")
+    assert len(fingerprint("tvly-dev-test0001")) == 12
+    assert fingerprint("tvly-dev-test0001") != fingerprint("tvly-dev-test0002")
+
+
+def test_redact_removes_known_and_unknown_keys() -> None:
+    text = "key tvly-dev-test0001 failed; also tvly-prod-zzzzzzzz9999; Authorization: Bearer abcdefghijkl"
+    out = redact(text, ["tvly-dev-test0001"])
+    assert "tvly-dev-test0001" not in out and "tvly-dev-…0001" in out
+    assert "zzzzzzzz9999" not in out
+    assert "abcdefghijkl" not in out
