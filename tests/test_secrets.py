@@ -21,7 +21,10 @@ def test_fingerprint_is_stable_and_short() -> None:
 
 
 def test_redact_removes_known_and_unknown_keys() -> None:
-    text = "key tvly-dev-test0001 failed; also tvly-prod-zzzzzzzz9999; Authorization: Bearer abcdefghijkl"
+    text = (
+        "key tvly-dev-test0001 failed; also tvly-prod-zzzzzzzz9999; "
+        "Authorization: Bearer abcdefghijkl"
+    )
     out = redact(text, ["tvly-dev-test0001"])
     assert "tvly-dev-test0001" not in out and "tvly-dev-…0001" in out
     assert "zzzzzzzz9999" not in out

@@ -99,10 +99,6 @@ class _Fallback:
 
 _Step = _Usage | _Search | _Call | _Sleep | _Fallback
 
-#: Verdicts under which the fallback may serve. A rate limit never falls
-#: through to the fallback (incident 6: one 429 silently degraded a session).
-FALLBACK_VERDICTS = frozenset({"auth", "exhausted", "upstream"})
-
 
 @dataclass(frozen=True)
 class _Returned:
@@ -592,7 +588,7 @@ class Router:
             entry, response = yield from self._key_flow(lambda e: _Search(e, body))
         except NoKeyAvailable as exc:
             verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
-            if self.fallback is None or verdict not in FALLBACK_VERDICTS:
+            if self.fallback is None or self._rate_limited():
                 raise
             log.info(
                 "no key can serve (%s); the fallback %s serves", verdict, self._fallback_name()
@@ -619,6 +615,13 @@ class Router:
         self._record_success(entry, float(credits))
         data["searchfuse"] = {"served_by": "tavily", "key": entry.masked}
         return data
+
+    def _rate_limited(self) -> bool:
+        """Whether any key is cooling after a 429 (then the fallback must not serve)."""
+        now, cands = self._snapshot()
+        return any(
+            c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED for c in cands
+        )
 
     def _fallback_args(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         params = {k: v for k, v in body.items() if k not in ("query", "include_usage")}

@@ -13,7 +13,7 @@ from searchfuse import ConfigError, Router
 from searchfuse.router.config import config_from_env, load_config, parse_config
 from searchfuse.testing import FakeClock
 
-from .conftest import KEYS
+from ..scripted import KEYS
 
 K1, K2, K3, K4 = KEYS
 
@@ -185,7 +185,7 @@ def test_bad_config_names_file_field_and_fix(
 
 
 def test_missing_and_invalid_json_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="file not found.*searchfuse init"):
+    with pytest.raises(ConfigError, match=r"file not found.*searchfuse init"):
         load_config(tmp_path / "nope.json")
     path = tmp_path / "keys.json"
     path.write_text('{"keys": [')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from email.utils import formatdate
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -90,10 +91,13 @@ class WithStatus(Exception):
     status_code = 432
 
 
+class _Response:
+    status_code = 429
+    headers: ClassVar[dict[str, str]] = {"retry-after": "12"}
+
+
 class WithResponse(Exception):
-    class response:  # noqa: N801
-        status_code = 429
-        headers = {"retry-after": "12"}
+    response = _Response()
 
 
 def test_status_of_recognises_every_shape() -> None:

@@ -26,7 +26,7 @@ from searchfuse._secrets import fingerprint
 from searchfuse.router.policy import AUTH_COOLDOWN, REACTIONS, Outcome
 from searchfuse.testing import FakeClock
 
-from .conftest import KEYS, Upstream, read_state, usage_body
+from ..scripted import KEYS, Upstream, read_state, usage_body
 
 K1, K2, K3, K4 = KEYS
 

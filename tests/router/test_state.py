@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from searchfuse import Router
+from searchfuse import NoKeyAvailable, Router
 from searchfuse.router.state import JsonFileStore, MemoryStore, State, month_of
 from searchfuse.testing import FakeClock
 
-from .conftest import KEYS, Upstream
+from ..scripted import KEYS, Upstream
 
 K1 = KEYS[0]
 
@@ -82,7 +82,7 @@ def test_reset_month_clears_cooldowns(
 ) -> None:
     router = Router([K1], state=state_file, clock=clock)
     upstream.search(K1, 503)
-    with pytest.raises(Exception):
+    with pytest.raises(NoKeyAvailable):
         router.search("q")
     assert router.status()[0].state == "cooling"
     router.reset_month()

@@ -1,16 +1,12 @@
-"""Fixtures for router tests: made-up keys, a fake clock, a scripted Tavily on pytest-httpx."""
+"""A scripted Tavily on pytest-httpx for exact reaction-table tests, and made-up keys."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-
-from searchfuse.testing import FakeClock
 
 KEYS = [f"tvly-dev-test000{i}" for i in range(1, 5)]
 BASE = "https://api.tavily.com"
@@ -93,21 +89,6 @@ class Upstream:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.content) for r in self.mock.get_requests() if r.url.path == "/search"]
-
-
-@pytest.fixture
-def upstream(httpx_mock: Any) -> Iterator[Upstream]:
-    yield Upstream(httpx_mock)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def state_file(tmp_path: Path) -> Path:
-    return tmp_path / "state" / "quota.json"
 
 
 def read_state(path: Path) -> dict[str, Any]:
