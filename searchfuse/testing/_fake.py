@@ -1,0 +1,988 @@
+"""A simulated Tavily API: one model, served in-process (httpx transport) or on loopback.
+
+:class:`FakeTavily` answers ``POST /search`` and ``GET /usage`` the way Tavily
+does: bearer authentication, request validation, a per-key requests-per-minute
+window, the rate-limited ``/usage`` endpoint, credit accounting per key and per
+account (plan, then pay-as-you-go), and Tavily's error bodies and status codes
+(400, 401, 429 with ``Retry-After``, 432, 433). Tests can inject faults (any
+status, timeouts, connection errors, slow answers), revoke keys and set usage
+figures, and read back every request it received (keys as fingerprints only).
+
+Its numbers (credits per depth, rate limits, query length) are kept here on
+purpose rather than borrowed from the client code: a model that shares the
+client's constants would agree with the client's mistakes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+from urllib.parse import quote
+
+import httpx
+
+from searchfuse import _clock
+from searchfuse._secrets import fingerprint, mask
+
+__all__ = [
+    "CREDITS_PER_DEPTH",
+    "DEFAULT_MAX_RESULTS",
+    "DEFAULT_PLAN",
+    "DEFAULT_PLAN_LIMIT",
+    "DEV_KEY_PREFIX",
+    "DEV_RPM",
+    "MAX_QUERY_LENGTH",
+    "MAX_RESULTS",
+    "PROD_RPM",
+    "RATE_WINDOW",
+    "TOPICS",
+    "USAGE_REQUESTS_PER_WINDOW",
+    "USAGE_WINDOW",
+    "Account",
+    "FakeTavily",
+    "Fault",
+    "RecordedRequest",
+]
+
+# --- Tavily's rules, one place -------------------------------------------------
+
+#: Credits a search costs, by ``search_depth``.
+CREDITS_PER_DEPTH: dict[str, int] = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
+#: Accepted values of ``topic``.
+TOPICS = frozenset({"general", "news", "finance"})
+MAX_QUERY_LENGTH = 400
+#: ``max_results`` must lie in 0..MAX_RESULTS.
+MAX_RESULTS = 20
+DEFAULT_MAX_RESULTS = 5
+#: Development keys get :data:`DEV_RPM` requests per minute, all others :data:`PROD_RPM`.
+DEV_KEY_PREFIX = "tvly-dev-"
+DEV_RPM = 100
+PROD_RPM = 1000
+#: The requests-per-minute window, in seconds (sliding).
+RATE_WINDOW = 60.0
+#: ``/usage`` allows this many requests per key per :data:`USAGE_WINDOW` seconds.
+USAGE_REQUESTS_PER_WINDOW = 10
+USAGE_WINDOW = 600.0
+#: What an account gets unless told otherwise: Tavily's free plan.
+DEFAULT_PLAN = "Researcher"
+DEFAULT_PLAN_LIMIT = 1000
+#: Retry-After of an injected 429 when the test does not choose one.
+DEFAULT_FAULT_RETRY_AFTER = 60
+
+#: Error texts, by status. Each answer is ``{"detail": {"error": text}}``.
+MESSAGES: dict[int, str] = {
+    400: "Bad request.",
+    401: "Unauthorized: missing or invalid API key.",
+    403: "Forbidden: this API key is not allowed to make this request.",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    429: (
+        "Your request has been blocked due to excessive requests. "
+        "Please reduce the rate of requests."
+    ),
+    432: (
+        "This request exceeds your plan's set usage limit. "
+        "Please upgrade your plan or contact support."
+    ),
+    433: (
+        "This request exceeds the pay-as-you-go limit. "
+        "You can increase your limit on the Tavily dashboard."
+    ),
+    500: "Internal server error.",
+    502: "Bad gateway.",
+    503: "Service unavailable.",
+    504: "Gateway timeout.",
+}
+_KEY_LIMIT_MESSAGE = (
+    "This request exceeds this API key's set usage limit. "
+    "Raise the key's limit on the Tavily dashboard or use another key."
+)
+#: Reason phrases for the statuses Tavily invented (the standard ones come from httpx).
+REASONS: dict[int, str] = {432: "Plan Limit Exceeded", 433: "Pay-As-You-Go Limit Exceeded"}
+
+_DOMAINS = ("example.com", "example.org", "example.net", "docs.example.com", "news.example.org")
+_WHITESPACE = re.compile(r"\s+")
+
+Json = dict[str, Any]
+
+
+def _normalise(query: str) -> str:
+    """Case-folded, whitespace-collapsed: queries that differ only so get the same results."""
+    return _WHITESPACE.sub(" ", query).strip().casefold()
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
+
+
+def _retry_after_header(value: float | str) -> str:
+    if isinstance(value, str):
+        return value
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def _error_response(
+    status: int, detail: str | None = None, retry_after: float | str | None = None
+) -> httpx.Response:
+    """An error answer in Tavily's shape: ``{"detail": {"error": ...}}``."""
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = _retry_after_header(retry_after)
+    body = {"detail": {"error": detail or MESSAGES.get(status, "Error.")}}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+# --- the model's pieces ----------------------------------------------------------
+
+
+@dataclass
+class Account:
+    """A Tavily account: a monthly plan shared by all its keys, and optional pay-as-you-go.
+
+    ``plan_limit=None`` means an unlimited plan. ``paygo_limit`` is the
+    pay-as-you-go cap in credits; ``None`` (or 0) means pay-as-you-go is off, so
+    a spent plan answers 432; with it on, credits beyond the plan come from
+    pay-as-you-go and a spent cap answers 433.
+    """
+
+    name: str
+    current_plan: str = DEFAULT_PLAN
+    plan_limit: int | None = DEFAULT_PLAN_LIMIT
+    paygo_limit: int | None = None
+    plan_usage: int = 0
+    paygo_usage: int = 0
+    search_usage: int = 0
+
+    def to_usage(self) -> Json:
+        """The ``account`` half of a ``/usage`` answer."""
+        return {
+            "current_plan": self.current_plan,
+            "plan_usage": self.plan_usage,
+            "plan_limit": self.plan_limit,
+            "paygo_usage": self.paygo_usage,
+            "paygo_limit": self.paygo_limit,
+            "search_usage": self.search_usage,
+            "extract_usage": 0,
+            "crawl_usage": 0,
+            "map_usage": 0,
+            "research_usage": 0,
+        }
+
+
+@dataclass(eq=False)
+class _Key:
+    """One API key's state. The raw key lives only in :class:`FakeTavily`'s key table."""
+
+    fingerprint: str
+    masked: str
+    account: str
+    limit: int | None
+    rpm: int
+    usage: int = 0
+    search_usage: int = 0
+    revoked: bool = False
+    search_times: deque[float] = field(default_factory=deque)
+    usage_times: deque[float] = field(default_factory=deque)
+
+    def to_usage(self) -> Json:
+        return {
+            "usage": self.usage,
+            "limit": self.limit,
+            "search_usage": self.search_usage,
+            "extract_usage": 0,
+            "crawl_usage": 0,
+            "map_usage": 0,
+            "research_usage": 0,
+        }
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the fake received, and how it answered.
+
+    ``key_fingerprint`` is :func:`searchfuse._secrets.fingerprint` of the bearer
+    key (``None`` if there was none): the raw key is never stored. ``body`` is
+    the parsed JSON object with any ``api_key`` field removed (``None`` for a
+    GET or a body that is not a JSON object). ``status`` is ``None`` when the
+    answer was an exception (``error`` then names it: ``"ReadTimeout"``,
+    ``"ConnectError"``). ``credits`` is what the request cost; ``injected``
+    says whether a fault answered it.
+    """
+
+    method: str
+    path: str
+    key_fingerprint: str | None
+    body: Json | None
+    time: float
+    status: int | None
+    credits: int = 0
+    error: str | None = None
+    injected: bool = False
+
+    @property
+    def query(self) -> str | None:
+        """The search query, if the body carried one."""
+        value = self.body.get("query") if self.body is not None else None
+        return value if isinstance(value, str) else None
+
+
+FaultKind = Literal["status", "timeout", "connect", "slow"]
+
+
+@dataclass
+class Fault:
+    """A planned misbehaviour for the next matching requests (see :meth:`FakeTavily.fail_next`)."""
+
+    kind: FaultKind
+    remaining: int | None
+    key_fingerprint: str | None = None
+    path: str | None = None
+    status: int = 0
+    detail: str | None = None
+    retry_after: float | str | None = None
+    delay: float = 0.0
+
+    def matches(self, key_fingerprint: str | None, path: str) -> bool:
+        """Whether this fault applies to a request with this key and path."""
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.key_fingerprint is not None and self.key_fingerprint != key_fingerprint:
+            return False
+        return self.path is None or self.path == path
+
+
+@dataclass
+class _Answer:
+    """What the model decided: a response or an exception, and how long to take."""
+
+    response: httpx.Response | None = None
+    error: httpx.TransportError | None = None
+    delay: float = 0.0
+
+
+class _CallbackRegistry(Protocol):
+    """The part of pytest-httpx's ``HTTPXMock`` that :meth:`FakeTavily.mount` uses."""
+
+    def add_callback(self, callback: Callable[[httpx.Request], Any], **matchers: Any) -> None:
+        """Answer matching requests with ``callback``."""
+
+
+# --- the fake ----------------------------------------------------------------------
+
+
+class FakeTavily:
+    """A simulated Tavily API for tests: ``POST /search`` and ``GET /usage``.
+
+    Example::
+
+        clock = FakeClock()
+        fake = FakeTavily(keys=["tvly-dev-test0001", "tvly-dev-test0002"], clock=clock)
+        client = httpx.Client(base_url="https://api.tavily.com", transport=fake.transport())
+        r = client.post("/search", json={"query": "python"},
+                        headers={"Authorization": "Bearer tvly-dev-test0001"})
+        assert r.status_code == 200 and len(fake.searches) == 1
+
+    Args:
+        keys: keys to add, each in an account of its own (see :meth:`add_key`).
+        clock: zero-argument callable returning epoch seconds; every rate
+            window reads it. Defaults to ``searchfuse._clock.now`` (fake time
+            under :func:`~searchfuse.testing.set_testing`, else real time).
+        sleeper: how an in-process slow answer waits. Defaults to
+            ``clock.advance`` when the clock has one (a :class:`FakeClock`),
+            else ``searchfuse._clock.sleep``.
+        retry_after: a fixed ``Retry-After`` (seconds) for rate-limit 429s;
+            ``None`` (default) answers the seconds until the window frees,
+            rounded up.
+
+    Only made-up keys belong in tests (``tvly-dev-test0001``...). All methods
+    are thread-safe.
+    """
+
+    def __init__(
+        self,
+        keys: Iterable[str] = (),
+        *,
+        clock: Callable[[], float] | None = None,
+        sleeper: Callable[[float], None] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self._clock: Callable[[], float] = clock if clock is not None else _clock.now
+        if sleeper is None:
+            advance = getattr(clock, "advance", None)
+            sleeper = advance if callable(advance) else _clock.sleep
+        self._sleeper: Callable[[float], None] = sleeper
+        self.retry_after = retry_after
+        self._lock = threading.RLock()
+        self._keys: dict[str, _Key] = {}
+        self._accounts: dict[str, Account] = {}
+        self._faults: list[Fault] = []
+        self._records: list[RecordedRequest] = []
+        self._request_number = 0
+        for key in keys:
+            self.add_key(key)
+
+    # -- set-up -------------------------------------------------------------------
+
+    def add_account(
+        self,
+        name: str,
+        *,
+        plan_limit: int | None = DEFAULT_PLAN_LIMIT,
+        paygo_limit: int | None = None,
+        current_plan: str = DEFAULT_PLAN,
+    ) -> Account:
+        """Create the account ``name`` and return it (see :class:`Account`)."""
+        with self._lock:
+            if name in self._accounts:
+                raise ValueError(f"account {name!r} already exists")
+            account = Account(
+                name, current_plan=current_plan, plan_limit=plan_limit, paygo_limit=paygo_limit
+            )
+            self._accounts[name] = account
+            return account
+
+    def add_key(
+        self,
+        key: str,
+        *,
+        account: str | None = None,
+        limit: int | None = None,
+        rpm: int | None = None,
+    ) -> None:
+        """Accept ``key``.
+
+        Args:
+            account: the account it belongs to; created with default figures if
+                it does not exist yet. ``None`` gives the key an account of its own.
+            limit: the key's own credit limit (``None`` = unlimited).
+            rpm: requests per minute for ``/search``; default 100 for
+                ``tvly-dev-`` keys, 1000 for others.
+        """
+        if not key or key != key.strip() or any(c.isspace() for c in key):
+            raise ValueError("a key must be a non-empty string without whitespace")
+        with self._lock:
+            if key in self._keys:
+                raise ValueError(f"key {mask(key)} already exists")
+            account_name = account if account is not None else f"account-{fingerprint(key)[:8]}"
+            if account_name not in self._accounts:
+                self.add_account(account_name)
+            if rpm is None:
+                rpm = DEV_RPM if key.startswith(DEV_KEY_PREFIX) else PROD_RPM
+            self._keys[key] = _Key(
+                fingerprint=fingerprint(key),
+                masked=mask(key),
+                account=account_name,
+                limit=limit,
+                rpm=rpm,
+            )
+
+    @property
+    def keys(self) -> list[str]:
+        """The keys this fake accepts (revoked ones included), in the order they were added."""
+        with self._lock:
+            return list(self._keys)
+
+    def account(self, name: str) -> Account:
+        """The account called ``name`` (the live object)."""
+        with self._lock:
+            return self._accounts[name]
+
+    def account_of(self, key: str) -> Account:
+        """The account ``key`` belongs to (the live object)."""
+        with self._lock:
+            return self._accounts[self._key(key).account]
+
+    def _key(self, key: str) -> _Key:
+        try:
+            return self._keys[key]
+        except KeyError:
+            raise KeyError(f"unknown key {mask(key)}") from None
+
+    def revoke(self, key: str) -> None:
+        """Make ``key`` answer 401 from now on (until :meth:`restore`)."""
+        with self._lock:
+            self._key(key).revoked = True
+
+    def restore(self, key: str) -> None:
+        """Accept a revoked ``key`` again."""
+        with self._lock:
+            self._key(key).revoked = False
+
+    def set_limit(self, key: str, limit: int | None) -> None:
+        """Set ``key``'s own credit limit (``None`` = unlimited)."""
+        with self._lock:
+            self._key(key).limit = limit
+
+    def set_rpm(self, key: str, rpm: int) -> None:
+        """Set ``key``'s requests-per-minute limit for ``/search``."""
+        with self._lock:
+            self._key(key).rpm = rpm
+
+    def set_usage(
+        self,
+        key: str,
+        *,
+        usage: int | None = None,
+        search_usage: int | None = None,
+        plan_usage: int | None = None,
+        paygo_usage: int | None = None,
+    ) -> None:
+        """Set usage figures directly, e.g. a key at 37% of its limit.
+
+        ``usage`` and ``search_usage`` are the key's figures (``search_usage``
+        follows ``usage`` when not given: all credits went to searches);
+        ``plan_usage`` and ``paygo_usage`` are its account's.
+
+        Example::
+
+            fake.set_limit("tvly-dev-test0001", 1000)
+            fake.set_usage("tvly-dev-test0001", usage=370)
+        """
+        with self._lock:
+            state = self._key(key)
+            account = self._accounts[state.account]
+            if usage is not None:
+                state.usage = usage
+                state.search_usage = usage if search_usage is None else search_usage
+            elif search_usage is not None:
+                state.search_usage = search_usage
+            if plan_usage is not None:
+                account.plan_usage = plan_usage
+            if paygo_usage is not None:
+                account.paygo_usage = paygo_usage
+
+    def reset_usage(self) -> None:
+        """Zero every key's and account's usage, as Tavily's monthly reset does."""
+        with self._lock:
+            for state in self._keys.values():
+                state.usage = state.search_usage = 0
+            for account in self._accounts.values():
+                account.plan_usage = account.paygo_usage = account.search_usage = 0
+
+    def usage_of(self, key: str) -> Json:
+        """What ``GET /usage`` would answer for ``key``, without spending a ``/usage`` request."""
+        with self._lock:
+            state = self._key(key)
+            return {"key": state.to_usage(), "account": self._accounts[state.account].to_usage()}
+
+    # -- faults -------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        fault: int | Literal["timeout", "connect"],
+        times: int | None = 1,
+        *,
+        key: str | None = None,
+        path: str | None = None,
+        retry_after: float | str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Make the next ``times`` matching requests fail.
+
+        ``times=None`` makes every matching request fail until :meth:`clear_faults`.
+
+        ``fault`` is an HTTP status (503, 500, 401, 403, 432, 429...) answered
+        with Tavily's error body, ``"timeout"`` (raises ``httpx.ReadTimeout``;
+        the loopback server holds the connection instead) or ``"connect"``
+        (raises ``httpx.ConnectError``; the loopback server resets the
+        connection). ``key`` and ``path`` narrow which requests match.
+        ``retry_after`` adds a ``Retry-After`` header (seconds, or any text such
+        as an HTTP date); a 429 gets 60 unless told otherwise. ``detail``
+        replaces the error text.
+
+        A faulted request is answered before anything else: it needs no valid
+        key, costs no credits and does not count towards any rate window.
+        Faults are used up in the order they were added.
+
+        Example::
+
+            fake.fail_next(429, retry_after=30, key="tvly-dev-test0001")
+            fake.fail_next("timeout", path="/search")
+        """
+        if times is not None and times < 1:
+            raise ValueError("times must be at least 1 (or None for every request)")
+        if isinstance(fault, bool) or not isinstance(fault, int | str):
+            raise TypeError(f"unknown fault {fault!r}")
+        if isinstance(fault, int):
+            if not 400 <= fault <= 599:
+                raise ValueError(f"an injected status must be an error (4xx/5xx), got {fault}")
+            if fault == 429 and retry_after is None:
+                retry_after = DEFAULT_FAULT_RETRY_AFTER
+            new = Fault("status", times, status=fault, detail=detail, retry_after=retry_after)
+        elif fault in ("timeout", "connect"):
+            new = Fault(fault, times)
+        else:
+            raise ValueError(f"unknown fault {fault!r}: use a status, 'timeout' or 'connect'")
+        self._add_fault(new, key, path)
+
+    def slow_next(
+        self,
+        seconds: float,
+        times: int | None = 1,
+        *,
+        key: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        """Make the next ``times`` matching requests take ``seconds`` longer.
+
+        The request is processed as usual (and charged); only the answer is
+        late. In-process (transport, pytest-httpx) the wait goes through the
+        sleeper, so a :class:`FakeClock` just advances, and an answer later
+        than the client's read timeout becomes ``httpx.ReadTimeout``. The
+        loopback server really waits.
+        """
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"a delay must be a finite, non-negative number, got {seconds!r}")
+        if times is not None and times < 1:
+            raise ValueError("times must be at least 1 (or None for every request)")
+        self._add_fault(Fault("slow", times, delay=seconds), key, path)
+
+    def _add_fault(self, fault: Fault, key: str | None, path: str | None) -> None:
+        fault.key_fingerprint = fingerprint(key) if key is not None else None
+        fault.path = path
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        """Forget every pending fault."""
+        with self._lock:
+            self._faults.clear()
+
+    @property
+    def faults(self) -> list[Fault]:
+        """The faults still pending, in the order they will be used (the live objects)."""
+        with self._lock:
+            return list(self._faults)
+
+    def _take_fault(self, key_fingerprint: str | None, path: str) -> Fault | None:
+        for index, fault in enumerate(self._faults):
+            if fault.matches(key_fingerprint, path):
+                if fault.remaining is not None:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        del self._faults[index]
+                return fault
+        return None
+
+    # -- records ------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def searches(self) -> list[RecordedRequest]:
+        """The ``/search`` requests received so far."""
+        return [r for r in self.requests if r.path == "/search"]
+
+    @property
+    def usage_requests(self) -> list[RecordedRequest]:
+        """The ``/usage`` requests received so far."""
+        return [r for r in self.requests if r.path == "/usage"]
+
+    def requests_for(self, key: str, path: str | None = None) -> list[RecordedRequest]:
+        """The requests made with ``key`` (optionally only those to ``path``)."""
+        wanted = fingerprint(key)
+        return [
+            r
+            for r in self.requests
+            if r.key_fingerprint == wanted and (path is None or r.path == path)
+        ]
+
+    def requests_by_key(self, path: str | None = None) -> dict[str, int]:
+        """How many requests (optionally only to ``path``) each key fingerprint made."""
+        counts = Counter(
+            r.key_fingerprint
+            for r in self.requests
+            if r.key_fingerprint is not None and (path is None or r.path == path)
+        )
+        return dict(counts)
+
+    def reset_records(self) -> None:
+        """Forget the recorded requests (usage, windows and faults stay as they are)."""
+        with self._lock:
+            self._records.clear()
+
+    @staticmethod
+    def fingerprint(key: str) -> str:
+        """The fingerprint a request with ``key`` is recorded under."""
+        return fingerprint(key)
+
+    # -- serving ------------------------------------------------------------------
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        """Answer one request, as Tavily would, and record it. Never sleeps, no I/O.
+
+        Raises ``httpx.ReadTimeout`` or ``httpx.ConnectError`` for injected
+        timeouts and connection errors. A slow answer (:meth:`slow_next`) is
+        returned at once with its delay in ``response.extensions["delay"]``,
+        for whoever serves it to honour.
+        """
+        answer = self._answer(request)
+        if answer.error is not None:
+            raise answer.error
+        assert answer.response is not None
+        if answer.delay:
+            answer.response.extensions["delay"] = answer.delay
+        return answer.response
+
+    def transport(self) -> httpx.MockTransport:
+        """An httpx transport serving this fake, for ``httpx.Client`` and ``httpx.AsyncClient``.
+
+        Example::
+
+            client = httpx.Client(base_url="https://api.tavily.com", transport=fake.transport())
+        """
+        return httpx.MockTransport(self._serve_in_process)
+
+    def mount(
+        self, httpx_mock: _CallbackRegistry, base_url: str = "https://api.tavily.com"
+    ) -> None:
+        """Serve this fake through pytest-httpx's ``httpx_mock`` for every URL under ``base_url``.
+
+        The callback is reusable and optional, so a test that makes no request
+        does not fail for an unused response.
+        """
+        pattern = re.compile(re.escape(base_url.rstrip("/")) + r"(?:[/?#].*)?$")
+        httpx_mock.add_callback(
+            self._serve_in_process, url=pattern, is_reusable=True, is_optional=True
+        )
+
+    @contextmanager
+    def serve(self, *, port: int = 0, timeout_hold: float = 30.0) -> Iterator[str]:
+        """Serve this fake over real HTTP on 127.0.0.1; yields the base URL.
+
+        ``port=0`` picks a free port. A ``"timeout"`` fault holds the connection
+        open for ``timeout_hold`` seconds without answering (or until the
+        server stops); slow answers really wait. Leaving the block stops the
+        server promptly, waking any held connection.
+
+        Example::
+
+            with fake.serve() as url:
+                httpx.get(f"{url}/usage", headers={"Authorization": "Bearer tvly-dev-test0001"})
+        """
+        from searchfuse.testing._server import LoopbackServer
+
+        with LoopbackServer(self, port=port, timeout_hold=timeout_hold) as server:
+            yield server.url
+
+    def _serve_in_process(self, request: httpx.Request) -> httpx.Response:
+        """Answer ``request`` in-process, turning delays into sleeper time or read timeouts."""
+        answer = self._answer(request)
+        timeout = _read_timeout(request)
+        if isinstance(answer.error, httpx.TimeoutException):
+            # A real timeout takes the client's whole timeout; let the clock show it.
+            if timeout is not None:
+                self._sleeper(timeout)
+            raise answer.error
+        if answer.error is not None:
+            raise answer.error
+        assert answer.response is not None
+        if answer.delay:
+            if timeout is not None and answer.delay >= timeout:
+                self._sleeper(timeout)
+                raise httpx.ReadTimeout(
+                    f"simulated: the answer took {answer.delay:g} s, longer than the "
+                    f"client's {timeout:g} s read timeout",
+                    request=request,
+                )
+            self._sleeper(answer.delay)
+        return answer.response
+
+    # -- the model ----------------------------------------------------------------
+
+    def _answer(self, request: httpx.Request) -> _Answer:
+        """Decide the answer to ``request`` and record it. Never waits."""
+        key = _bearer_key(request)
+        key_fp = fingerprint(key) if key else None
+        path = request.url.path
+        method = request.method.upper()
+        raw = request.read()
+        with self._lock:
+            now = self._clock()
+            record = _Recorder(self._records, method, path, key_fp, _body_for_record(raw), now)
+            fault = self._take_fault(key_fp, path)
+            delay = 0.0
+            if fault is not None and fault.kind != "slow":
+                return self._answer_fault(fault, request, record)
+            if fault is not None:
+                delay = fault.delay
+            response, credits = self._process(method, path, key, raw, now)
+            record(response.status_code, credits=credits, injected=fault is not None)
+            return _Answer(response=response, delay=delay)
+
+    def _answer_fault(self, fault: Fault, request: httpx.Request, record: _Recorder) -> _Answer:
+        if fault.kind == "timeout":
+            record(None, error="ReadTimeout", injected=True)
+            return _Answer(error=httpx.ReadTimeout("simulated read timeout", request=request))
+        if fault.kind == "connect":
+            record(None, error="ConnectError", injected=True)
+            return _Answer(error=httpx.ConnectError("simulated connection error", request=request))
+        response = _error_response(fault.status, fault.detail, fault.retry_after)
+        record(fault.status, injected=True)
+        return _Answer(response=response)
+
+    def _process(
+        self, method: str, path: str, key: str | None, raw: bytes, now: float
+    ) -> tuple[httpx.Response, int]:
+        """Route, authenticate, rate-limit and serve. Returns the response and its cost."""
+        allowed = {"/search": "POST", "/usage": "GET"}.get(path)
+        if allowed is None:
+            return _error_response(404), 0
+        if method != allowed:
+            return _error_response(405), 0
+        state = self._keys.get(key) if key else None
+        if state is None or state.revoked:
+            return _error_response(401), 0
+        if path == "/usage":
+            return self._usage(state, now), 0
+        return self._search(state, raw, now)
+
+    def _admit(
+        self, window: deque[float], allowed: int, span: float, now: float
+    ) -> httpx.Response | None:
+        """Count a request in a sliding window, or answer 429 if the window is full.
+
+        Refused requests are not counted: a client that waits for Retry-After
+        gets through.
+        """
+        while window and window[0] <= now - span:
+            window.popleft()
+        if len(window) < allowed:
+            window.append(now)
+            return None
+        if self.retry_after is not None:
+            wait: float = self.retry_after
+        else:
+            wait = max(1, math.ceil(window[0] + span - now))
+        return _error_response(429, retry_after=wait)
+
+    def _usage(self, state: _Key, now: float) -> httpx.Response:
+        refused = self._admit(state.usage_times, USAGE_REQUESTS_PER_WINDOW, USAGE_WINDOW, now)
+        if refused is not None:
+            return refused
+        account = self._accounts[state.account]
+        return httpx.Response(200, json={"key": state.to_usage(), "account": account.to_usage()})
+
+    def _search(self, state: _Key, raw: bytes, now: float) -> tuple[httpx.Response, int]:
+        refused = self._admit(state.search_times, state.rpm, RATE_WINDOW, now)
+        if refused is not None:
+            return refused, 0
+        params = _validate_search(raw)
+        if isinstance(params, str):
+            return _error_response(400, params), 0
+        credits = CREDITS_PER_DEPTH[params["search_depth"]]
+        refusal = self._charge(state, credits)
+        if refusal is not None:
+            return refusal, 0
+        self._request_number += 1
+        payload = _search_payload(params, credits, self._request_number)
+        return httpx.Response(200, json=payload), credits
+
+    def _charge(self, state: _Key, credits: int) -> httpx.Response | None:
+        """Spend ``credits`` from the key, then the plan, then pay-as-you-go; or refuse."""
+        account = self._accounts[state.account]
+        if state.limit is not None and state.usage + credits > state.limit:
+            return _error_response(432, _KEY_LIMIT_MESSAGE)
+        if account.plan_limit is None:
+            from_plan = credits
+        else:
+            from_plan = min(credits, max(0, account.plan_limit - account.plan_usage))
+        from_paygo = credits - from_plan
+        if from_paygo:
+            if not account.paygo_limit:
+                return _error_response(432)
+            if account.paygo_usage + from_paygo > account.paygo_limit:
+                return _error_response(433)
+        state.usage += credits
+        state.search_usage += credits
+        account.plan_usage += from_plan
+        account.paygo_usage += from_paygo
+        account.search_usage += credits
+        return None
+
+    def __repr__(self) -> str:
+        with self._lock:
+            keys = [state.masked for state in self._keys.values()]
+            return f"FakeTavily(keys={keys}, requests={len(self._records)})"
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+class _Recorder:
+    """Appends one :class:`RecordedRequest` once the answer is known."""
+
+    def __init__(
+        self,
+        records: list[RecordedRequest],
+        method: str,
+        path: str,
+        key_fingerprint: str | None,
+        body: Json | None,
+        time: float,
+    ) -> None:
+        self._records = records
+        self._fields = (method, path, key_fingerprint, body, time)
+
+    def __call__(
+        self,
+        status: int | None,
+        *,
+        credits: int = 0,
+        error: str | None = None,
+        injected: bool = False,
+    ) -> None:
+        method, path, key_fp, body, time = self._fields
+        self._records.append(
+            RecordedRequest(method, path, key_fp, body, time, status, credits, error, injected)
+        )
+
+
+def _bearer_key(request: httpx.Request) -> str | None:
+    """The key from ``Authorization: Bearer <key>``, or ``None``."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def _read_timeout(request: httpx.Request) -> float | None:
+    """The client's read timeout for ``request``, if it set one."""
+    timeouts = request.extensions.get("timeout")
+    if isinstance(timeouts, dict):
+        value = timeouts.get("read")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _body_for_record(raw: bytes) -> Json | None:
+    """The body as recorded: a JSON object without any key in it, else ``None``."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    data.pop("api_key", None)
+    return data
+
+
+def _validate_search(raw: bytes) -> Json | str:
+    """The search parameters with defaults filled in, or the 400 error text."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return "Invalid JSON in request body."
+    if not isinstance(data, dict):
+        return "The request body must be a JSON object."
+    query = data.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return "Query is missing or empty."
+    if len(query) > MAX_QUERY_LENGTH:
+        return f"Query is too long. Max query length is {MAX_QUERY_LENGTH} characters."
+    max_results = data.get("max_results", DEFAULT_MAX_RESULTS)
+    if max_results is None:
+        max_results = DEFAULT_MAX_RESULTS
+    if (
+        isinstance(max_results, bool)
+        or not isinstance(max_results, int)
+        or not 0 <= max_results <= MAX_RESULTS
+    ):
+        return f"max_results must be an integer between 0 and {MAX_RESULTS}."
+    depth = data.get("search_depth") or "basic"
+    if depth not in CREDITS_PER_DEPTH:
+        allowed = ", ".join(CREDITS_PER_DEPTH)
+        return f"Invalid search_depth {depth!r}. Must be one of: {allowed}."
+    topic = data.get("topic") or "general"
+    if topic not in TOPICS:
+        return f"Invalid topic {topic!r}. Must be one of: general, news, finance."
+    include_domains = data.get("include_domains") or []
+    if not isinstance(include_domains, list) or not all(
+        isinstance(d, str) for d in include_domains
+    ):
+        return "include_domains must be a list of strings."
+    return {
+        **data,
+        "query": query,
+        "max_results": max_results,
+        "search_depth": depth,
+        "topic": topic,
+        "include_domains": include_domains,
+    }
+
+
+def _search_payload(params: Json, credits: int, number: int) -> Json:
+    """A deterministic Tavily search answer for ``params``."""
+    query: str = params["query"]
+    normalised = _normalise(query)
+    seed = _digest("query", normalised)
+    domains: list[str] = params["include_domains"] or list(_DOMAINS)
+    slug = quote("-".join(normalised.split())[:60], safe="-")
+    results = []
+    for i in range(params["max_results"]):
+        digest = _digest(normalised, i)
+        domain = domains[(int(digest[:4], 16) + i) % len(domains)]
+        title = f"{normalised} - result {i + 1}"
+        content = (
+            f"Simulated result {i + 1} for '{normalised}'. "
+            f"Deterministic text derived from the query (ref {digest[:10]})."
+        )
+        results.append(
+            {
+                "title": title,
+                "url": f"https://{domain}/{slug}/{digest[:10]}",
+                "content": content,
+                # Strictly decreasing: a 0.04 step beats a jitter below 0.03.
+                "score": round(0.98 - 0.04 * i - int(digest[4:6], 16) / 255 * 0.03, 4),
+                "raw_content": (
+                    f"# {title}\n\n{content}\n\nFull page text of simulated result {i + 1}."
+                    if params.get("include_raw_content")
+                    else None
+                ),
+            }
+        )
+    images: list[Any] = []
+    if params.get("include_images"):
+        urls = [f"https://images.example.com/{seed[i * 8 : i * 8 + 12]}.jpg" for i in range(3)]
+        if params.get("include_image_descriptions"):
+            images = [{"url": u, "description": f"Image about '{normalised}'."} for u in urls]
+        else:
+            images = urls
+    answer = (
+        f"Simulated answer to '{normalised}' from {len(results)} sources."
+        if params.get("include_answer")
+        else None
+    )
+    payload: Json = {
+        "query": query,
+        "follow_up_questions": None,
+        "answer": answer,
+        "images": images,
+        "results": results,
+        "response_time": round(0.4 + int(seed[:4], 16) / 65535 + (credits - 1), 2),
+        "request_id": str(
+            uuid.UUID(bytes=bytes.fromhex(_digest("request", number)[:32]), version=4)
+        ),
+    }
+    if params.get("include_usage"):
+        payload["usage"] = {"credits": credits}
+    return payload

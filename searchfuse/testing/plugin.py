@@ -1,0 +1,91 @@
+"""searchfuse's pytest plugin: fixtures for a simulated Tavily and a fake clock.
+
+Registered through the ``pytest11`` entry point, so any project with
+``searchfuse[testing]`` installed gets these fixtures without a conftest:
+
+- ``fake_clock``: a :class:`~searchfuse.testing.FakeClock`, installed with
+  :func:`~searchfuse.testing.set_testing` for the test and removed after it;
+- ``fake_tavily``: a :class:`~searchfuse.testing.FakeTavily` accepting the
+  made-up keys ``tvly-dev-test0001`` .. ``tvly-dev-test0004``, on ``fake_clock``;
+- ``tavily_mock``: ``fake_tavily`` answering every httpx request to
+  ``https://api.tavily.com`` (needs pytest-httpx); yields the fake;
+- ``tavily_server``: ``fake_tavily`` served on a loopback port; yields the base
+  URL and sets ``TAVILY_BASE_URL`` to it for the test.
+
+Importing this module stays cheap (pytest loads it in every session of every
+project that installed searchfuse): searchfuse's test helpers, httpx and
+pytest-httpx are imported only when a fixture is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from searchfuse.testing import FakeClock, FakeTavily
+
+__all__ = ["fake_clock", "fake_tavily", "tavily_mock", "tavily_server"]
+
+TAVILY_URL = "https://api.tavily.com"
+
+
+@pytest.fixture
+def fake_clock() -> Iterator[FakeClock]:
+    """A :class:`~searchfuse.testing.FakeClock`, installed as searchfuse's clock for the test.
+
+    Guards and routers built without ``clock=`` read it, and their waits
+    advance it instead of sleeping. Real time is restored after the test.
+    """
+    from searchfuse.testing import testing_mode
+
+    with testing_mode() as clock:
+        yield clock
+
+
+@pytest.fixture
+def fake_tavily(fake_clock: FakeClock) -> FakeTavily:
+    """A :class:`~searchfuse.testing.FakeTavily` with four made-up keys, on ``fake_clock``.
+
+    The keys are ``tvly-dev-test0001`` .. ``tvly-dev-test0004``
+    (:data:`searchfuse.testing.TEST_KEYS`), each in an account of its own.
+    Nothing serves it yet: use ``tavily_mock`` or ``tavily_server``, or
+    ``fake_tavily.transport()``.
+    """
+    from searchfuse.testing import TEST_KEYS, FakeTavily
+
+    return FakeTavily(keys=TEST_KEYS, clock=fake_clock)
+
+
+@pytest.fixture
+def tavily_mock(fake_tavily: FakeTavily, request: pytest.FixtureRequest) -> FakeTavily:
+    """``fake_tavily``, answering every httpx request to ``https://api.tavily.com``.
+
+    Mounted on pytest-httpx's ``httpx_mock`` as an optional, reusable
+    response, so a test that never searches does not fail. Yields the fake, for
+    fault injection and for reading what it received.
+    """
+    try:
+        httpx_mock = request.getfixturevalue("httpx_mock")
+    except pytest.FixtureLookupError:
+        pytest.fail(
+            "the tavily_mock fixture needs pytest-httpx: pip install 'searchfuse[testing]' "
+            "(or use tavily_server, or fake_tavily.transport())",
+            pytrace=False,
+        )
+    fake_tavily.mount(httpx_mock, base_url=TAVILY_URL)
+    return fake_tavily
+
+
+@pytest.fixture
+def tavily_server(fake_tavily: FakeTavily, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``fake_tavily`` served over HTTP on 127.0.0.1; yields the base URL.
+
+    ``TAVILY_BASE_URL`` points at it for the duration of the test, so code that
+    honours that variable talks to the fake. The server stops after the test.
+    """
+    with fake_tavily.serve() as url:
+        monkeypatch.setenv("TAVILY_BASE_URL", url)
+        yield url

@@ -1,0 +1,232 @@
+"""The pytest plugin's fixtures, used exactly as docs/testing.md shows them."""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import httpx
+import pytest
+
+import searchfuse
+from searchfuse import _clock
+from searchfuse.testing import DEFAULT_START, TEST_KEYS, FakeClock, FakeTavily, is_testing
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+PLUGIN = "searchfuse.testing.plugin"
+
+
+def _plugin_autoloaded() -> bool:
+    """Whether pytest loads the plugin itself, through an installed searchfuse's entry point."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == PLUGIN for ep in entry_points(group="pytest11"))
+
+
+# An installed searchfuse brings its fixtures through the pytest11 entry point;
+# a source checkout that is not installed gets them from here.
+pytest_plugins = ["pytester"] if _plugin_autoloaded() else ["pytester", PLUGIN]
+
+
+# --- the example of docs/testing.md, verbatim ----------------------------------------
+
+
+def web_search(query: str) -> dict:
+    """The code under test: one Tavily search, honouring TAVILY_BASE_URL."""
+    base_url = os.environ.get("TAVILY_BASE_URL", "https://api.tavily.com")
+    response = httpx.post(
+        f"{base_url}/search",
+        json={"query": query, "include_usage": True},
+        headers={"Authorization": "Bearer tvly-dev-test0001"},
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def test_one_search_costs_one_credit(tavily_mock):
+    result = web_search("capital of France")
+
+    assert result["usage"] == {"credits": 1}
+    assert [r.query for r in tavily_mock.searches] == ["capital of France"]
+    assert tavily_mock.usage_of("tvly-dev-test0001")["key"]["usage"] == 1
+
+
+def test_rate_limit_window(tavily_mock, fake_clock):
+    tavily_mock.set_rpm("tvly-dev-test0001", 1)
+    web_search("first")
+
+    with pytest.raises(httpx.HTTPStatusError) as excinfo:
+        web_search("second")
+    assert excinfo.value.response.status_code == 429
+    assert excinfo.value.response.headers["Retry-After"] == "60"
+
+    fake_clock.advance(60)
+    assert web_search("second")["results"]
+
+
+def test_upstream_outage(tavily_mock):
+    tavily_mock.fail_next(503, times=2)
+
+    for _ in range(2):
+        with pytest.raises(httpx.HTTPStatusError):
+            web_search("capital of France")
+    assert web_search("capital of France")["results"]
+    assert [r.status for r in tavily_mock.searches] == [503, 503, 200]
+
+
+def test_over_a_real_socket(tavily_server):
+    # TAVILY_BASE_URL points at the loopback server during this test.
+    assert web_search("capital of France")["query"] == "capital of France"
+
+
+# --- the docs cannot rot -------------------------------------------------------------
+
+
+def _doc_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_docs_example_is_this_module() -> None:
+    examples = [block for block in _doc_blocks() if "def test_" in block]
+    source = Path(__file__).read_text(encoding="utf-8")
+    assert examples, "docs/testing.md lost its example test"
+
+    for block in examples:
+        for node in ast.parse(block).body:
+            segment = ast.get_source_segment(block, node)
+            assert segment is not None
+            if isinstance(node, ast.FunctionDef):
+                assert segment in source, f"docs/testing.md: {node.name} differs from the test"
+            else:
+                assert f"\n{segment}\n" in source, f"docs/testing.md: {segment!r} missing here"
+
+
+def test_docs_name_only_real_methods() -> None:
+    names = {
+        name
+        for block in _doc_blocks()
+        for name in re.findall(r"\b(?:fake|fake_tavily|tavily_mock)\.(\w+)", block)
+    }
+
+    assert names
+    assert {name for name in names if not hasattr(FakeTavily, name)} == set()
+
+
+# --- the fixtures ----------------------------------------------------------------------
+
+
+def test_fake_clock_is_searchfuse_time(fake_clock: FakeClock) -> None:
+    assert is_testing()
+    assert _clock.now() == fake_clock()
+
+    _clock.sleep(90)  # what a router's wait does under test: no real sleep
+
+    assert fake_clock() == DEFAULT_START + 90
+    assert _clock.now() == fake_clock()
+
+
+def test_fake_tavily_has_four_made_up_keys(fake_tavily: FakeTavily, fake_clock: FakeClock) -> None:
+    assert fake_tavily.keys == list(TEST_KEYS)
+    assert all(key.startswith("tvly-dev-test") for key in fake_tavily.keys)
+    assert len({fake_tavily.account_of(key).name for key in TEST_KEYS}) == 4
+    fake_tavily.handle(
+        httpx.Request(
+            "GET",
+            "https://api.tavily.com/usage",
+            headers={"Authorization": f"Bearer {TEST_KEYS[0]}"},
+        )
+    )
+    assert fake_tavily.requests[0].time == fake_clock()
+
+
+def test_tavily_mock_is_the_fake_tavily(tavily_mock: FakeTavily, fake_tavily: FakeTavily) -> None:
+    assert tavily_mock is fake_tavily
+
+
+def test_tavily_mock_left_unused_does_not_fail(tavily_mock: FakeTavily) -> None:
+    assert tavily_mock.requests == []
+
+
+async def test_tavily_mock_serves_async_clients(tavily_mock: FakeTavily) -> None:
+    tavily_mock.fail_next(432, key=TEST_KEYS[0])
+    async with httpx.AsyncClient(base_url="https://api.tavily.com") as client:
+        spent = await client.get("/usage", headers={"Authorization": f"Bearer {TEST_KEYS[0]}"})
+        other = await client.get("/usage", headers={"Authorization": f"Bearer {TEST_KEYS[1]}"})
+
+    assert (spent.status_code, other.status_code) == (432, 200)
+
+
+def test_tavily_server_sets_tavily_base_url(tavily_server: str, fake_tavily: FakeTavily) -> None:
+    assert tavily_server.startswith("http://127.0.0.1:")
+    assert os.environ["TAVILY_BASE_URL"] == tavily_server
+
+    response = httpx.get(
+        f"{tavily_server}/usage", headers={"Authorization": f"Bearer {TEST_KEYS[3]}"}
+    )
+
+    assert response.status_code == 200
+    assert len(fake_tavily.usage_requests) == 1
+
+
+# --- the plugin from the outside -------------------------------------------------------
+
+# Inner sessions load the plugin by module name whatever is installed, so they
+# behave the same in a source checkout and in an installed package.
+INNER = ("-p", "no:searchfuse", "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:asyncio")
+
+
+def test_fixtures_restore_real_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from searchfuse import _clock
+        from searchfuse.testing import is_testing
+
+        def test_uses_fake_time(fake_clock):
+            assert is_testing()
+            fake_clock.advance(3600)
+
+        def test_afterwards_real_time():
+            assert not is_testing()
+            assert _clock.now() > 0
+        """
+    )
+
+    result = pytester.runpytest(*INNER)
+
+    result.assert_outcomes(passed=2)
+
+
+def test_plugin_works_without_pytest_httpx(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_fake_tavily(fake_tavily):
+            assert len(fake_tavily.keys) == 4
+
+        def test_tavily_server(tavily_server):
+            assert tavily_server.startswith("http://127.0.0.1:")
+
+        def test_tavily_mock(tavily_mock):
+            pass
+        """
+    )
+
+    result = pytester.runpytest(*INNER, "-p", "no:pytest_httpx")
+
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*tavily_mock fixture needs pytest-httpx*"])
+
+
+def test_importing_the_plugin_imports_nothing_heavy() -> None:
+    heavy = ["searchfuse.testing._fake", "searchfuse.testing._server", "pytest_httpx"]
+    code = f"import sys, {PLUGIN}; print([m for m in {heavy!r} if m in sys.modules])"
+    project_root = str(Path(searchfuse.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": project_root}
+
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+
+    assert out.stdout.strip() == "[]"
