@@ -35,11 +35,13 @@ def _free_name(base: Path) -> Path:
         n += 1
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, rename.
 
     Readers see the old content or the new one, never a half-written file.
     The file is created with ``mode`` (0600) before any byte is written.
+    ``durable=False`` skips the fsyncs: for files that are a cache (router
+    state), where a crash may lose the last update but never leaves a torn file.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -48,12 +50,15 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    if not durable:
+        return
     # Make the rename itself durable.
     with contextlib.suppress(OSError):
         dir_fd = os.open(path.parent, os.O_RDONLY)

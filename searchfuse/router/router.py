@@ -278,6 +278,10 @@ class Router:
         return now, candidates(self.config.keys, self.store.read(now))
 
     def _pick(self, tried: set[str]) -> KeyEntry | None:
+        return self._pick_with_state(tried)[0]
+
+    def _pick_with_state(self, tried: set[str]) -> tuple[KeyEntry | None, State, float]:
+        """The key to use next, with the state snapshot it was chosen from."""
         now = self.now()
         state = self.store.read(now)
         # The hold and the parked key are written in one update, so a thread
@@ -292,7 +296,7 @@ class Router:
         cands = candidates(self.config.keys, state)
         ranked = rank(cands, now, exclude=tried)
         if not ranked:
-            return None
+            return None, state, now
         choice = ranked[0].entry
         with self._sticky_lock:
             # Searches that come in a burst stay on one key: if the burst draws a
@@ -304,7 +308,7 @@ class Router:
                         choice = c.entry
                         break
             self._sticky = (choice.fingerprint, now)
-        return choice
+        return choice, state, now
 
     def _no_key(self, failures: dict[str, str]) -> NoKeyAvailable:
         now, cands = self._snapshot()
@@ -327,21 +331,13 @@ class Router:
 
     # -- state changes ---------------------------------------------------------------
 
-    def _sync_due(self, entry: KeyEntry) -> bool:
-        now = self.now()
-        ks = self.store.read(now).keys.get(entry.fingerprint)
-        if (
-            ks is not None
-            and ks.last_sync_at is not None
-            and (now - ks.last_sync_at < self.sync_interval)
-        ):
-            return False
-        return self._usage_allowed(entry, now)
-
-    def _usage_allowed(self, entry: KeyEntry, now: float) -> bool:
-        ks = self.store.read(now).keys.get(entry.fingerprint)
+    def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
+        """True if the key's figures are missing or stale and Tavily's /usage limit allows a call."""
+        ks = state.keys.get(entry.fingerprint)
         if ks is None:
             return True
+        if ks.last_sync_at is not None and now - ks.last_sync_at < self.sync_interval:
+            return False
         if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
             return False
         recent = [t for t in ks.usage_calls if now - t < USAGE_WINDOW]
@@ -528,10 +524,10 @@ class Router:
         failures: dict[str, str] = {}
         synced = False
         while True:
-            entry = self._pick(tried)
+            entry, state, now = self._pick_with_state(tried)
             if entry is None:
                 raise self._no_key(failures)
-            if not synced and self._sync_due(entry) and self._reserve_usage_call(entry):
+            if not synced and self._sync_due(entry, state, now) and self._reserve_usage_call(entry):
                 synced = True
                 status = self._record_usage(entry, (yield _Usage(entry)))
                 if status != 200 and status is not None and status != 429:

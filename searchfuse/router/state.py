@@ -277,11 +277,21 @@ class JsonFileStore:
     def _save(self, state: State) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n"
-        atomic_write(self.path, text.encode("utf-8"))
+        # State is a cache: atomic, but no fsync on every search.
+        atomic_write(self.path, text.encode("utf-8"), durable=False)
 
     def read(self, now: float) -> State:
-        with self._thread_lock, self._lock:
-            return self._load(now)
+        # Writers replace the file atomically, so a reader sees a whole file
+        # without taking the lock. Only a corrupt file needs the lock (to move
+        # it aside exactly once).
+        try:
+            raw = self.path.read_bytes()
+            return _current(State.from_json(json.loads(raw.decode("utf-8"))), now)
+        except FileNotFoundError:
+            return State(month=month_of(now))
+        except (OSError, ValueError, TypeError, UnicodeDecodeError):
+            with self._thread_lock, self._lock:
+                return self._load(now)
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
         self.path.parent.mkdir(parents=True, exist_ok=True)

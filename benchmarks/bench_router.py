@@ -1,0 +1,79 @@
+"""The router's per-search cost against a plain httpx request to the same loopback server.
+
+Run: ``python benchmarks/bench_router.py [--rounds 5] [--calls 200]``
+
+Both sides talk real HTTP to the simulated Tavily on 127.0.0.1 and reuse one
+connection pool. The baseline is a bare ``httpx.Client.post("/search")``; the
+router adds key choice, classification and state bookkeeping, first in
+memory and then in a JSON state file with a file lock (what several processes
+sharing keys use). Rounds are interleaved so machine noise hits every variant
+alike; the figure is the median per-call time of each variant and its ratio
+to the baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from searchfuse import Router
+from searchfuse.testing import FakeTavily
+
+KEYS = ["tvly-dev-bench0001", "tvly-dev-bench0002", "tvly-dev-bench0003"]
+
+
+def per_call(fn: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+
+    fake = FakeTavily(clock=time.time)
+    fake.add_account("bench@example.com", plan_limit=None)
+    for key in KEYS:
+        fake.add_key(key, account="bench@example.com", rpm=10_000_000)
+    body = {"query": "benchmark query", "max_results": 5, "include_usage": True}
+
+    with fake.serve() as url, tempfile.TemporaryDirectory() as tmp:
+        plain = httpx.Client(base_url=url)
+        headers = {"Authorization": f"Bearer {KEYS[0]}"}
+        in_memory = Router(KEYS, base_url=url)
+        on_disk = Router(KEYS, base_url=url, state=Path(tmp) / "quota.json")
+        variants: dict[str, Callable[[], object]] = {
+            "plain httpx POST /search": lambda: plain.post("/search", json=body, headers=headers),
+            "Router.search, memory state": lambda: in_memory.search("benchmark query"),
+            "Router.search, JSON state file": lambda: on_disk.search("benchmark query"),
+        }
+        for fn in variants.values():  # warm up pools, first /usage syncs
+            per_call(fn, 20)
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(args.rounds):
+            for name, fn in variants.items():
+                samples[name].append(per_call(fn, args.calls))
+        plain.close()
+        in_memory.close()
+        on_disk.close()
+
+    base = statistics.median(samples["plain httpx POST /search"])
+    print(f"{args.rounds} rounds x {args.calls} calls, loopback HTTP, median per call")
+    print(f"{'variant':34} {'us/call':>10} {'ratio':>7}")
+    for name, values in samples.items():
+        med = statistics.median(values)
+        print(f"{name:34} {med * 1e6:10.1f} {med / base:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
