@@ -20,6 +20,16 @@ from searchfuse.errors import (
     SearchRefused,
     TurnLimitReached,
 )
+from searchfuse.guard import (
+    FileLookup,
+    Fuse,
+    GuardState,
+    MappingLookup,
+    TurnBudget,
+    guard,
+    guard_state,
+    turn,
+)
 from searchfuse.router import Router
 from searchfuse.router.diagnose import Diagnosis
 
@@ -30,12 +40,20 @@ __all__ = [
     "ConfigError",
     "CooldownActive",
     "Diagnosis",
+    "FileLookup",
+    "Fuse",
+    "GuardState",
+    "MappingLookup",
     "NoKeyAvailable",
     "RateLimited",
     "Router",
     "SearchFailed",
     "SearchFuseError",
     "SearchRefused",
+    "TurnBudget",
     "TurnLimitReached",
     "__version__",
+    "guard",
+    "guard_state",
+    "turn",
 ]

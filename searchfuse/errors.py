@@ -92,6 +92,11 @@ class TurnLimitReached(SearchRefused):
 
     def __init__(self, per_turn: int = 1, message: str | None = None) -> None:
         self.per_turn = per_turn
+        if message is None and per_turn == 0:
+            message = (
+                "Search refused: web search is switched off for this tool; no search may "
+                "reach the backend. Answer from what you already have or from local data."
+            )
         if message is None:
             plural = "search" if per_turn == 1 else "searches"
             message = (

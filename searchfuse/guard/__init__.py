@@ -1,0 +1,36 @@
+"""The guard: the agent-facing rules in front of any web-search tool.
+
+``guard`` wraps a search callable and enforces, in order: local lookups
+first (``checklist``), a TTL cache, the fuse (a hard stop on the first 429
+and refusal while the cooldown runs), and a per-turn search budget
+(``turn``). See :func:`guard` for the whole story.
+"""
+
+from searchfuse.guard.cache import normalize_query, search_key
+from searchfuse.guard.calls import Call
+from searchfuse.guard.checklist import FileLookup, Lookup, MappingLookup, Passage
+from searchfuse.guard.decorator import GuardedFunction, GuardState, OnRefusal, guard, guard_state
+from searchfuse.guard.delegation import RouterLike
+from searchfuse.guard.fuse import Fuse
+from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
+
+__all__ = [
+    "Call",
+    "FileLookup",
+    "Fuse",
+    "GuardState",
+    "GuardedFunction",
+    "Lookup",
+    "MappingLookup",
+    "OnRefusal",
+    "Passage",
+    "RouterLike",
+    "Turn",
+    "TurnBudget",
+    "current_turn_id",
+    "guard",
+    "guard_state",
+    "normalize_query",
+    "search_key",
+    "turn",
+]

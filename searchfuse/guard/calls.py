@@ -1,0 +1,115 @@
+"""What a guarded call is: its query and its other arguments, by name.
+
+The guard reads a call the way the tool's signature says, so the same rules
+(cache key, checklist, delegation to a router) work whatever the tool calls
+its parameters: ``web_search(query, max_results=5)``,
+``web_search_tool(query, limit=5)``, ``search(q, count=10)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["QUERY_NAMES", "Binder", "Call"]
+
+#: Parameter names read as the search query, in order of preference. Without
+#: any of them, the first string argument is the query.
+QUERY_NAMES = ("query", "q")
+
+_REQUIRED: Any = object()
+_SIMPLE_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of a guarded tool, as checklist hooks and cache key functions see it.
+
+    ``query`` is the search query (``""`` if the call has none); ``params``
+    holds every other argument by parameter name, defaults filled in and
+    ``**kwargs`` flattened, without ``self``/``cls`` and without the argument
+    the guard injects (``inject=``); ``tool`` is the guarded function's
+    qualified name.
+    """
+
+    query: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    tool: str = ""
+
+
+class Binder:
+    """Reads ``(args, kwargs)`` into a :class:`Call` according to one signature.
+
+    Arguments that do not fit the signature raise :class:`TypeError`, as the
+    tool itself would. Without a signature (some builtins), the first string
+    argument is the query and the others are kept as ``arg0``, ``arg1``...
+    """
+
+    __slots__ = ("_positional", "_signature", "_template", "tool")
+
+    def __init__(self, signature: inspect.Signature | None, *, tool: str) -> None:
+        self.tool = tool
+        self._signature = signature
+        self._template: dict[str, Any] | None = None
+        self._positional: tuple[str, ...] = ()
+        parameters = list(signature.parameters.values()) if signature is not None else []
+        # The common shape (named parameters, no *args/**kwargs/positional-only)
+        # is bound by hand: inspect.Signature.bind costs more than all the
+        # guard's rules together on a cache hit.
+        if signature is not None and all(p.kind in _SIMPLE_KINDS for p in parameters):
+            self._template = {
+                p.name: _REQUIRED if p.default is inspect.Parameter.empty else p.default
+                for p in parameters
+            }
+            self._positional = tuple(
+                p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+            )
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
+        """The :class:`Call` for these arguments."""
+        arguments = self._bind_simple(args, kwargs)
+        if arguments is None:
+            arguments = self._bind_general(args, kwargs)
+        for name in QUERY_NAMES:
+            if isinstance(arguments.get(name), str):
+                return Call(arguments.pop(name), arguments, self.tool)
+        for name, value in arguments.items():
+            if isinstance(value, str):
+                del arguments[name]
+                return Call(value, arguments, self.tool)
+        return Call("", arguments, self.tool)
+
+    def _bind_simple(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        template = self._template
+        if template is None or len(args) > len(self._positional):
+            return None
+        arguments = template.copy()
+        arguments.update(zip(self._positional, args, strict=False))
+        if kwargs:
+            taken = self._positional[: len(args)]
+            for name, value in kwargs.items():
+                if name not in template or name in taken:
+                    return None  # let the general path raise the proper TypeError
+                arguments[name] = value
+        if any(value is _REQUIRED for value in arguments.values()):
+            return None
+        return arguments
+
+    def _bind_general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        signature = self._signature
+        arguments: dict[str, Any] = {}
+        if signature is None:
+            for index, value in enumerate(args):
+                arguments[f"arg{index}"] = value
+            arguments.update(kwargs)
+            return arguments
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            else:
+                arguments[name] = value
+        return arguments

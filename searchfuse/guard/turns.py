@@ -1,0 +1,215 @@
+"""Turns: which assistant reply a search belongs to, and how many searches it spent.
+
+A *turn* is one assistant reply. Agents that fire many searches in one reply
+are what burns a search budget (a burst of ~30 parallel searches put four
+healthy Tavily keys into cooldown within six seconds), so the guard counts
+searches per turn, not per process or per minute.
+
+A call belongs to
+
+- the innermost :func:`turn` scope around it (a :mod:`contextvars` scope, so
+  asyncio tasks and context-copying executors started inside inherit it), or
+- outside any scope, an *implicit* turn: calls that overlap in time, or start
+  within ``min_interval`` seconds of the end of the previous call, form one
+  burst and count as one turn.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import NamedTuple
+
+from searchfuse.errors import TurnLimitReached
+
+__all__ = ["Reservation", "Turn", "TurnBudget", "current_turn_id", "turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """One entered turn scope; ``parent`` is the scope it shadows."""
+
+    turn_id: str
+    parent: _Scope | None
+
+
+# The scope chain lives *inside* the context variable instead of in reset
+# tokens kept on the Turn object: one Turn may be entered by many threads or
+# tasks at once (``turn(id=...)`` exists for exactly that), and each of them
+# has its own context, so each keeps its own chain.
+_current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
+    "searchfuse_turn", default=None
+)
+
+
+class Turn:
+    """One assistant turn, usable as ``with`` and ``async with``.
+
+    Every call of a guarded tool inside the scope counts against the same
+    per-turn budget, including calls made by asyncio tasks created inside it
+    and by executors that copy the context (LangChain's do). A plain
+    :class:`threading.Thread` does not inherit a context: run its target in
+    ``contextvars.copy_context()`` or enter ``turn(id=...)`` with the same id
+    in the thread.
+
+    Scopes nest; the innermost one wins. Leaving a scope does not reset the
+    turn's count: entering ``turn(id=same_id)`` later joins the same turn
+    again.
+    """
+
+    __slots__ = ("id",)
+
+    def __init__(self, id: str | None = None) -> None:
+        #: The turn's id: the one given, or a fresh random one.
+        self.id: str = str(id) if id is not None else f"turn-{uuid.uuid4().hex[:12]}"
+
+    def __repr__(self) -> str:
+        return f"Turn(id={self.id!r})"
+
+    def __enter__(self) -> Turn:
+        _current.set(_Scope(self.id, _current.get()))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        scope = _current.get()
+        _current.set(scope.parent if scope is not None else None)
+
+    async def __aenter__(self) -> Turn:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+
+def turn(id: str | None = None) -> Turn:
+    """Scope one assistant turn: ``with turn(): ...`` or ``async with turn(): ...``.
+
+    Without ``id`` every call starts a new turn with a fresh budget. With
+    ``id``, the scope joins the turn of that name, so an agent framework can
+    pass its own id for one model reply (Hermes' ``api_request_id``, a
+    LangChain run id) from every thread that serves that reply::
+
+        with turn(id=api_request_id):
+            web_search(query)
+    """
+    return Turn(id)
+
+
+def current_turn_id() -> str | None:
+    """The id of the innermost :func:`turn` scope around the caller, or ``None``."""
+    scope = _current.get()
+    return scope.turn_id if scope is not None else None
+
+
+class Reservation(NamedTuple):
+    """One search reserved in a turn; hand it back with :meth:`TurnBudget.release`."""
+
+    turn: Hashable
+    implicit: bool
+
+
+class TurnBudget:
+    """How many searches each turn has spent: the state behind ``per_turn``.
+
+    Every guard owns one unless it is given one with ``guard(budget=...)``.
+    Give several guarded tools the same ``TurnBudget`` and they share one
+    budget: with ``per_turn=1`` a turn may call *one* of them once. Each guard
+    keeps its own ``per_turn`` and ``min_interval``; the budget only holds
+    the counts, so sharing it never changes a tool's settings.
+
+    Reservation is atomic across threads and asyncio tasks: a
+    :class:`threading.Lock` guards the counters and is never held across an
+    ``await``. ``remember`` bounds how many turns are kept; the oldest are
+    forgotten first.
+    """
+
+    def __init__(self, *, remember: int = 4096) -> None:
+        if remember < 1:
+            raise ValueError(f"remember must be at least 1, got {remember!r}")
+        self._lock = threading.Lock()
+        self._remember = remember
+        # Named turns stay counted after their scope exits: an integration may
+        # enter ``turn(id=...)`` once per tool call of the same reply. Oldest
+        # first (insertion order), so forgetting drops the oldest turn.
+        self._spent: dict[Hashable, int] = {}
+        self._implicit_ids = itertools.count(1)
+        self._implicit: Hashable = ("implicit", 0)
+        self._implicit_in_flight = 0
+        self._implicit_last: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<TurnBudget turns={len(self._spent)}>"
+
+    def reserve(self, per_turn: int | None, *, min_interval: float, now: float) -> Reservation:
+        """Reserve one search in the caller's turn, or raise :class:`TurnLimitReached`.
+
+        ``per_turn=None`` means unlimited (the search is still counted).
+        """
+        turn_id = current_turn_id()
+        with self._lock:
+            key = turn_id if turn_id is not None else self._join_implicit(min_interval, now)
+            spent = self._spent.get(key, 0)
+            allowed = per_turn is None or spent < per_turn
+            if allowed:
+                self._spent[key] = spent + 1
+                if len(self._spent) > self._remember:
+                    del self._spent[next(iter(self._spent))]
+            elif turn_id is None:
+                # A refused call is still part of the burst: it ends now.
+                self._leave_implicit(now)
+        if not allowed:
+            raise TurnLimitReached(per_turn if per_turn is not None else 0)
+        return Reservation(key, implicit=turn_id is None)
+
+    def release(self, reservation: Reservation, *, now: float) -> None:
+        """Mark the reserved search finished (it stays counted in its turn)."""
+        if reservation.implicit:
+            with self._lock:
+                self._leave_implicit(now)
+
+    def spent(self, *, min_interval: float, now: float) -> int:
+        """Searches spent so far in the caller's turn (``0`` if a new turn would start)."""
+        turn_id = current_turn_id()
+        with self._lock:
+            if turn_id is not None:
+                return self._spent.get(turn_id, 0)
+            if self._implicit_live(min_interval, now):
+                return self._spent.get(self._implicit, 0)
+            return 0
+
+    # -- the implicit burst ------------------------------------------------
+
+    def _implicit_live(self, min_interval: float, now: float) -> bool:
+        if self._implicit_in_flight > 0:
+            return True  # overlapping calls are one burst, however long they run
+        last = self._implicit_last
+        return last is not None and now - last < min_interval
+
+    def _join_implicit(self, min_interval: float, now: float) -> Hashable:
+        if not self._implicit_live(min_interval, now):
+            self._implicit = ("implicit", next(self._implicit_ids))
+        self._implicit_in_flight += 1
+        self._implicit_last = now
+        return self._implicit
+
+    def _leave_implicit(self, now: float) -> None:
+        self._implicit_in_flight = max(0, self._implicit_in_flight - 1)
+        # The window runs from the end of the previous call, so a slow search
+        # followed quickly by another still reads as one burst.
+        if self._implicit_last is None or now > self._implicit_last:
+            self._implicit_last = now
