@@ -332,7 +332,7 @@ class Router:
     # -- state changes ---------------------------------------------------------------
 
     def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
-        """True if the key's figures are missing or stale and Tavily's /usage limit allows a call."""
+        """True if the key's figures are missing or stale and /usage's own limit allows a call."""
         ks = state.keys.get(entry.fingerprint)
         if ks is None:
             return True
