@@ -121,7 +121,6 @@ class Diagnosis:
                 note = ev.get("note")
                 if note:
                     lines.append(f"   - {ev.get('key', '?')}: {note}")
-        lines.append(self.advice)
         return "\n".join(lines)
 
 

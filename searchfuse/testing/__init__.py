@@ -10,8 +10,8 @@
   and never really sleep, like ``stamina.set_testing``.
 
 With ``pip install searchfuse[testing]``, pytest gets the fixtures
-``fake_clock``, ``fake_tavily``, ``tavily_mock`` and ``tavily_server``
-automatically (see ``docs/testing.md``).
+``fake_clock``, ``fake_tavily``, ``tavily_mock``, ``tavily_server`` and
+``tavily_cascade`` automatically (see ``docs/testing.md``).
 
 Example::
 
@@ -34,6 +34,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from searchfuse.testing._cascade import Cascade, CascadeResult
     from searchfuse.testing._clock import (
         DEFAULT_START,
         FakeClock,
@@ -76,6 +77,8 @@ __all__ = [
     "USAGE_REQUESTS_PER_WINDOW",
     "USAGE_WINDOW",
     "Account",
+    "Cascade",
+    "CascadeResult",
     "FakeClock",
     "FakeTavily",
     "Fault",
@@ -92,12 +95,19 @@ _CLOCK_NAMES = frozenset(
     {"DEFAULT_START", "FakeClock", "is_testing", "set_testing", "testing_mode"}
 )
 
+_CASCADE_NAMES = frozenset({"Cascade", "CascadeResult"})
+
 
 def __getattr__(name: str) -> Any:
     """Load a public name on first use."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "._clock" if name in _CLOCK_NAMES else "._fake"
+    if name in _CLOCK_NAMES:
+        module = "._clock"
+    elif name in _CASCADE_NAMES:
+        module = "._cascade"
+    else:
+        module = "._fake"
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -10,7 +10,11 @@ Registered through the ``pytest11`` entry point, so any project with
 - ``tavily_mock``: ``fake_tavily`` answering every httpx request to
   ``https://api.tavily.com`` (needs pytest-httpx); yields the fake;
 - ``tavily_server``: ``fake_tavily`` served on a loopback port; yields the base
-  URL and sets ``TAVILY_BASE_URL`` to it for the test.
+  URL and sets ``TAVILY_BASE_URL`` to it for the test;
+- ``tavily_cascade``: a :class:`~searchfuse.testing.Cascade` on ``fake_tavily``
+  (one search per key per minute): build routers on it, fire a burst of
+  parallel calls in one turn, read how many requests reached the API, how
+  many got 429 and how many keys ended in cooldown.
 
 Importing this module stays cheap (pytest loads it in every session of every
 project that installed searchfuse): searchfuse's test helpers, httpx and
@@ -25,9 +29,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from searchfuse.testing import FakeClock, FakeTavily
+    from searchfuse.testing import Cascade, FakeClock, FakeTavily
 
-__all__ = ["fake_clock", "fake_tavily", "tavily_mock", "tavily_server"]
+__all__ = ["fake_clock", "fake_tavily", "tavily_cascade", "tavily_mock", "tavily_server"]
 
 TAVILY_URL = "https://api.tavily.com"
 
@@ -89,3 +93,17 @@ def tavily_server(fake_tavily: FakeTavily, monkeypatch: pytest.MonkeyPatch) -> I
     with fake_tavily.serve() as url:
         monkeypatch.setenv("TAVILY_BASE_URL", url)
         yield url
+
+
+@pytest.fixture
+def tavily_cascade(fake_tavily: FakeTavily, fake_clock: FakeClock) -> Cascade:
+    """A 429 cascade on ``fake_tavily``: each key accepts one search per minute.
+
+    ``tavily_cascade.router(**options)`` builds a router on the fake;
+    ``tavily_cascade.burst(search, calls=30)`` calls ``search`` from 30 threads
+    at once in one turn and returns a :class:`~searchfuse.testing.CascadeResult`
+    (``requests``, ``rate_limited``, ``keys_cooling``, ``served``, ``failed``).
+    """
+    from searchfuse.testing import Cascade
+
+    return Cascade(fake_tavily, clock=fake_clock)

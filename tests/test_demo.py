@@ -1,0 +1,66 @@
+"""``searchfuse demo``: the offline session shows every rule, and its figures add up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from searchfuse.demo import run_session
+
+
+def test_session_shows_every_rule_and_counts_requests() -> None:
+    result = run_session()
+    outcomes = [e.outcome for e in result.events]
+    assert outcomes == [
+        "served",
+        "refused (turn_limit)",
+        "1 served, 7 refused",
+        "refused (rate_limited)",
+        "refused (cooldown)",
+        "served from the cache",
+        "answered locally",
+        "served",
+    ]
+    by_title = {e.title: e for e in result.events}
+    assert by_title["reply 2: a burst of 8 parallel searches"].api_requests == 1
+    cooldown = by_title["reply 4: search during the cooldown"]
+    assert "25 more seconds" in cooldown.detail and cooldown.api_requests == 0
+    assert by_title["reply 4: repeat an earlier search (cache)"].api_requests == 0
+    assert by_title["reply 5: a question local notes answer"].api_requests == 0
+    # Every search request is accounted for, step by step.
+    assert sum(e.api_requests for e in result.events) == result.api_searches == 4
+    assert result.calls == 15
+    assert result.saved == 11
+    assert result.diagnosis["verdict"] == "stale"
+
+
+def test_cli_demo_prints_the_transcript_and_summary() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "searchfuse", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "summary: 15 web_search calls, 4 reached the API" in out
+    assert "11 requests saved" in out
+    assert "verdict: stale" in out
+    assert "tvly-dev-test000" not in out + proc.stderr
+    assert proc.stderr == ""
+
+
+def test_cli_demo_json() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "searchfuse", "demo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["summary"] == {"calls": 15, "api_searches": 4, "api_usage": 4, "saved": 11}
+    assert data["diagnosis"]["verdict"] == "stale"
