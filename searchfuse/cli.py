@@ -182,7 +182,7 @@ def cmd_test_keys(args: argparse.Namespace) -> int:
         _out(json.dumps([r.to_dict() for r in results], indent=2))
     else:
         for r in results:
-            _out(f"{r.key}  {'ok' if r.ok else 'FAIL'}  {r.note}")
+            _out(f"{r.key}  ok" if r.ok else f"{r.key}  FAIL  {r.note}")
         _out()
         _out(format_status(router.status()))
     return EXIT_OK if any(r.ok for r in results) else EXIT_FAILED

@@ -159,7 +159,7 @@ def test_reset_month_and_test_keys(
     assert json.loads(out)[0]["state"] == "available"
     code, out, _ = run(capsys, "test-keys")
     assert code == 0
-    assert out.count(" ok ") == 2
+    assert out.count("  ok\n") == 2
     requests = upstream.requests()
     assert [path for path, _ in requests[-2:]] == ["/usage", "/usage"]
 

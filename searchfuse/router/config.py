@@ -59,6 +59,8 @@ class KeyEntry:
     key: str = field(repr=False)
     account: str | None = None
     notes: str = ""
+    #: Set in the config to keep a key out of rotation without deleting it.
+    disabled: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -76,7 +78,8 @@ class KeyEntry:
         return self.account or f"key:{self.fingerprint}"
 
     def __repr__(self) -> str:
-        return f"KeyEntry({self.masked}, account={self.account!r}, notes={self.notes!r})"
+        flag = ", disabled" if self.disabled else ""
+        return f"KeyEntry({self.masked}, account={self.account!r}, notes={self.notes!r}{flag})"
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,15 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
                 legacy = True
             account = _check_text(item.get("account", item.get("source")), source, where)
             notes = _check_text(item.get("notes"), source, f"{where}.notes") or ""
-            entry = KeyEntry(key, account or None, notes)
+            disabled = item.get("disabled", False)
+            if not isinstance(disabled, bool):
+                raise ConfigError(
+                    source,
+                    f"{where}.disabled",
+                    f"expected true or false, got {json.dumps(disabled)}",
+                    "write true to keep the key out of rotation, or remove the field",
+                )
+            entry = KeyEntry(key, account or None, notes, disabled)
         else:
             raise ConfigError(
                 source,
@@ -238,6 +249,8 @@ def render_config(config: Config) -> str:
         item: dict[str, Any] = {"key": entry.key, "account": entry.account}
         if entry.notes:
             item["notes"] = entry.notes
+        if entry.disabled:
+            item["disabled"] = True
         keys.append(item)
     data = {
         "format_version": FORMAT_VERSION,
@@ -377,7 +390,14 @@ def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
     items: list[Any] = []
     for item in value:
         if isinstance(item, KeyEntry):
-            items.append({"key": item.key, "account": item.account, "notes": item.notes})
+            items.append(
+                {
+                    "key": item.key,
+                    "account": item.account,
+                    "notes": item.notes,
+                    "disabled": item.disabled,
+                }
+            )
         else:
             items.append(item)
     return parse_config({"format_version": FORMAT_VERSION, "keys": items}, "Router(keys=...)")

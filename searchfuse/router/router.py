@@ -144,7 +144,8 @@ class Router:
             value, else 1.0.
         timeout: httpx timeout for each request.
         sync_interval: seconds after which a key's ``/usage`` figures are stale.
-        transport, async_transport: httpx transports (the test seam).
+        transport: the httpx transport for ``search`` and friends (the test seam).
+        async_transport: the httpx transport for ``asearch`` and friends.
         fallback: ``fallback(query, max_results=..., **params) -> dict`` (sync or
             async), used only when no key can serve for a reason other than a
             rate limit (auth failure, exhausted quota, Tavily failing).
@@ -447,8 +448,8 @@ class Router:
         self.store.update(now, change)
 
     def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
-        hold = answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover"
         """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
+        hold = answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover"
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
         if reaction.cooldown == "auth":

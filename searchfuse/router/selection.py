@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, KeyState, State
@@ -30,6 +30,9 @@ def candidates(entries: Iterable[KeyEntry], state: State) -> list[Candidate]:
     out = []
     for entry in entries:
         ks = state.keys.get(entry.fingerprint) or KeyState(account=entry.account)
+        if entry.disabled and not ks.disabled:
+            # Disabled in the config: the snapshot says so, the store is not touched.
+            ks = replace(ks, disabled=True)
         acc = state.accounts.get(entry.account_id) or AccountUsage()
         out.append(Candidate(entry, ks, acc))
     return out

@@ -13,7 +13,7 @@ from searchfuse import ConfigError, Router
 from searchfuse.router.config import config_from_env, load_config, parse_config
 from searchfuse.testing import FakeClock
 
-from ..scripted import KEYS
+from ..scripted import KEYS, Upstream
 
 K1, K2, K3, K4 = KEYS
 
@@ -245,3 +245,19 @@ def test_failed_backup_leaves_original_untouched(
     assert [k.key for k in config.keys] == [K1, K2]
     assert path.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.json"]
+
+
+def test_disabled_key_in_config_is_skipped(tmp_path: Path, upstream: Upstream) -> None:
+    path = tmp_path / "config" / "keys.json"
+    write(
+        path,
+        {"format_version": 2, "keys": [{"key": K1, "disabled": True}, {"key": K2}]},
+    )
+    router = Router.from_config(path)
+    assert router.keys[0].disabled and "disabled" in repr(router.keys[0])
+    upstream.search(K2, 200)
+    assert router.search("q")["searchfuse"]["key"] == "tvly-dev-…0002"
+    assert [s.state for s in router.status()] == ["disabled", "available"]
+    write(path, {"format_version": 2, "keys": [{"key": K1, "disabled": "yes"}]})
+    with pytest.raises(ConfigError, match=r"keys\[0\]\.disabled"):
+        load_config(path)
