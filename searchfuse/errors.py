@@ -101,9 +101,9 @@ class TurnLimitReached(SearchRefused):
             plural = "search" if per_turn == 1 else "searches"
             message = (
                 f"Search refused: this reply already used its {per_turn} web {plural}. "
-                "Do not search again in this reply. Use the result you already have, "
-                "or combine what you still need into one query for your next reply, "
-                "or answer from local data."
+                "Do not search again in this reply. Use the result of that search (it "
+                "comes back in this reply's tool results), or combine what you still "
+                "need into one query for your next reply, or answer from local data."
             )
         super().__init__(message, retry_after=None)
 

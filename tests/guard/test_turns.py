@@ -53,7 +53,7 @@ def test_a_turn_gets_one_search_and_the_next_call_is_told_to_use_it(backend, clo
     assert refused.value.retry_after is None
     assert refused.value.per_turn == 1
     assert "already used its 1 web search" in refused.value.message
-    assert "Use the result you already have" in refused.value.message
+    assert "Use the result of that search" in refused.value.message
     assert "combine" in refused.value.message
 
 
