@@ -1037,7 +1037,7 @@ class RoutedTavilySearch(BaseTool):
     #: Let Tavily choose parameters from the query.
     auto_parameters: bool | None = None
 
-    def _params(self, model_args: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    def _params(self, model_args: dict[str, Any]) -> dict[str, Any]:
         settings = {
             "topic": self.topic,
             "search_depth": self.search_depth,
@@ -1052,8 +1052,7 @@ class RoutedTavilySearch(BaseTool):
             "country": self.country,
             "auto_parameters": self.auto_parameters,
         }
-        params: dict[str, Any] = {k: v for k, v in extra.items() if k in TAVILY_PARAMS}
-        params.update(model_args)
+        params: dict[str, Any] = {k: v for k, v in model_args.items() if k in TAVILY_PARAMS}
         params.update({k: v for k, v in settings.items() if v not in (None, [])})
         params = {k: v for k, v in params.items() if v not in (None, [])}
         params["max_results"] = self.max_results if self.max_results is not None else 5
@@ -1077,68 +1076,18 @@ class RoutedTavilySearch(BaseTool):
             )
         return result
 
-    def _run(
-        self,
-        query: str,
-        include_domains: list[str] | None = None,
-        exclude_domains: list[str] | None = None,
-        search_depth: str | None = None,
-        include_images: bool | None = None,
-        time_range: str | None = None,
-        topic: str | None = None,
-        start_date: str | None = None,
-        end_date: str | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        kwargs.pop("run_manager", None)
-        params = self._params(
-            {
-                "include_domains": include_domains,
-                "exclude_domains": exclude_domains,
-                "search_depth": search_depth,
-                "include_images": include_images,
-                "time_range": time_range,
-                "topic": topic,
-                "start_date": start_date,
-                "end_date": end_date,
-            },
-            kwargs,
-        )
+    # The schema (TavilySearchInput) names the model's arguments; they arrive as
+    # keyword arguments, and only Tavily's own fields pass on to the router.
+    def _run(self, query: str, **model_args: Any) -> dict[str, Any]:
         try:
-            result = self.router.search(query, **params)
+            result = self.router.search(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
         return self._check(query, result)
 
-    async def _arun(
-        self,
-        query: str,
-        include_domains: list[str] | None = None,
-        exclude_domains: list[str] | None = None,
-        search_depth: str | None = None,
-        include_images: bool | None = None,
-        time_range: str | None = None,
-        topic: str | None = None,
-        start_date: str | None = None,
-        end_date: str | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        kwargs.pop("run_manager", None)
-        params = self._params(
-            {
-                "include_domains": include_domains,
-                "exclude_domains": exclude_domains,
-                "search_depth": search_depth,
-                "include_images": include_images,
-                "time_range": time_range,
-                "topic": topic,
-                "start_date": start_date,
-                "end_date": end_date,
-            },
-            kwargs,
-        )
+    async def _arun(self, query: str, **model_args: Any) -> dict[str, Any]:
         try:
-            result = await self.router.asearch(query, **params)
+            result = await self.router.asearch(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
         return self._check(query, result)
