@@ -278,22 +278,13 @@ class Router:
         now = self.now()
         return now, candidates(self.config.keys, self.store.read(now))
 
-    def _pick(self, tried: set[str]) -> KeyEntry | None:
-        return self._pick_with_state(tried)[0]
-
     def _pick_with_state(self, tried: set[str]) -> tuple[KeyEntry | None, State, float]:
         """The key to use next, with the state snapshot it was chosen from."""
         now = self.now()
         state = self.store.read(now)
         # The hold and the parked key are written in one update, so a thread
         # that sees the key parked also sees the hold (no walk to the next key).
-        if self.on_429 != "failover" and state.hold_left(now) > 0:
-            masked = next(
-                (e.masked for e in self.config.keys if e.fingerprint == state.hold_key), None
-            )
-            raise CooldownActive(
-                state.hold_left(now), cause=f"rate limit (429 on {masked or 'a key'})"
-            )
+        self._refuse_if_held(state, now)
         cands = candidates(self.config.keys, state)
         ranked = rank(cands, now, exclude=tried)
         if not ranked:
@@ -320,15 +311,21 @@ class Router:
         diagnosis = diagnose_candidates(cands, cands, now, None, self._hold())
         return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
 
-    def _hold(self) -> tuple[float, str | None]:
+    def _hold_of(self, state: State, now: float) -> tuple[float, str | None]:
         """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
         if self.on_429 == "failover":
             return 0.0, None
-        now = self.now()
-        state = self.store.read(now)
-        left = state.hold_left(now)
         masked = next((e.masked for e in self.config.keys if e.fingerprint == state.hold_key), None)
-        return left, masked
+        return state.hold_left(now), masked
+
+    def _hold(self) -> tuple[float, str | None]:
+        now = self.now()
+        return self._hold_of(self.store.read(now), now)
+
+    def _refuse_if_held(self, state: State, now: float) -> None:
+        left, masked = self._hold_of(state, now)
+        if left > 0:
+            raise CooldownActive(left, cause=f"rate limit (429 on {masked or 'a key'})")
 
     # -- state changes ---------------------------------------------------------------
 
@@ -759,7 +756,10 @@ class Router:
         runs (``on_429`` "stop" or "retry"), :class:`NoKeyAvailable` when every
         key is cooling, exhausted or disabled.
         """
-        if self._pick(set()) is None:
+        now = self.now()
+        state = self.store.read(now)
+        self._refuse_if_held(state, now)
+        if not rank(candidates(self.config.keys, state), now):
             raise self._no_key({})
 
     def status(self) -> list[KeyStatus]:
