@@ -37,10 +37,6 @@ GITIGNORE_LINES = [
 ]
 
 
-class _UsageError(Exception):
-    """A command-line mistake (exit 2)."""
-
-
 def _out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
@@ -347,9 +343,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except ConfigError as exc:
         _err(f"config error: {exc}")
-        return EXIT_USAGE
-    except _UsageError as exc:
-        _err(str(exc))
         return EXIT_USAGE
     except SearchRefused as exc:
         _err(exc.message)

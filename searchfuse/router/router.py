@@ -50,6 +50,7 @@ from searchfuse.router.tavily import (
     TavilyHTTP,
     Usage,
     error_detail,
+    key_left,
 )
 
 __all__ = ["On429", "Router"]
@@ -398,8 +399,10 @@ class Router:
                     if plan_spent:
                         other.exhausted = True
                     elif fp != entry.fingerprint and other.exhausted and other.last_usage:
-                        other.exhausted = (other.last_usage.get("key_limit") or math.inf) <= (
-                            other.last_usage.get("key_usage") or 0.0
+                        # Headroom on the plan again: only the key's own limit can hold it back.
+                        figures = other.last_usage
+                        other.exhausted = (
+                            key_left(figures.get("key_limit"), figures.get("key_usage")) <= 0
                         )
                 # A 200 proves the key is valid again: an auth cooldown is over (incident 7).
                 if ks.cooldown_reason == Outcome.AUTH and ks.cooling(now):

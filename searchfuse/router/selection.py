@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, KeyState, State
+from searchfuse.router.tavily import key_left, plan_left
 
 __all__ = ["Candidate", "blocked_reason", "candidates", "rank", "remaining"]
 
@@ -62,18 +63,20 @@ def remaining(c: Candidate) -> float:
     Keys of one account share the plan, so the account's local spending counts
     against every one of them. Unknown figures count as unlimited.
     """
-    key_left = math.inf
     usage = c.state.last_usage or {}
     limit = usage.get("key_limit")
-    if isinstance(limit, int | float):
-        key_left = float(limit) - float(usage.get("key_usage") or 0.0) - c.state.local_credits
+    key = key_left(
+        float(limit) if isinstance(limit, int | float) else None,
+        float(usage.get("key_usage") or 0.0) + c.state.local_credits,
+    )
     acc = c.account
-    plan_left = math.inf
-    if acc.plan_limit is not None:
-        plan_left = acc.plan_limit - (acc.plan_usage or 0.0) - acc.local_credits
-        if acc.paygo_limit is not None:
-            plan_left = max(plan_left, 0.0) + max(acc.paygo_limit - (acc.paygo_usage or 0.0), 0.0)
-    return min(key_left, plan_left)
+    plan = plan_left(
+        acc.plan_limit,
+        (acc.plan_usage or 0.0) + acc.local_credits,
+        acc.paygo_limit,
+        acc.paygo_usage,
+    )
+    return min(key, plan)
 
 
 def _search_usage(c: Candidate) -> float:

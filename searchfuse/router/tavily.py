@@ -23,6 +23,8 @@ __all__ = [
     "TavilyHTTP",
     "Usage",
     "error_detail",
+    "key_left",
+    "plan_left",
     "resolve_base_url",
 ]
 
@@ -66,6 +68,28 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def key_left(limit: float | None, used: float | None) -> float:
+    """Credits left on a key (``inf`` when it has no limit)."""
+    if limit is None:
+        return float("inf")
+    return limit - (used or 0.0)
+
+
+def plan_left(
+    plan_limit: float | None,
+    plan_used: float | None,
+    paygo_limit: float | None = None,
+    paygo_used: float | None = None,
+) -> float:
+    """Credits left on an account: the plan, then pay-as-you-go (``inf`` when unknown)."""
+    if plan_limit is None:
+        return float("inf")
+    left = plan_limit - (plan_used or 0.0)
+    if paygo_limit is not None:
+        left = max(left, 0.0) + max(paygo_limit - (paygo_used or 0.0), 0.0)
+    return left
+
+
 @dataclass(frozen=True)
 class Usage:
     """The figures of one ``/usage`` answer."""
@@ -100,18 +124,11 @@ class Usage:
 
     def key_headroom(self) -> float:
         """Credits left on the key itself (``inf`` when the key has no limit)."""
-        if self.key_limit is None:
-            return float("inf")
-        return self.key_limit - (self.key_usage or 0.0)
+        return key_left(self.key_limit, self.key_usage)
 
     def plan_headroom(self) -> float:
         """Credits left on the account: plan, then pay-as-you-go (``inf`` when unknown)."""
-        if self.plan_limit is None:
-            return float("inf")
-        left = self.plan_limit - (self.plan_usage or 0.0)
-        if self.paygo_limit is not None:
-            left = max(left, 0.0) + max(self.paygo_limit - (self.paygo_usage or 0.0), 0.0)
-        return left
+        return plan_left(self.plan_limit, self.plan_usage, self.paygo_limit, self.paygo_usage)
 
 
 class TavilyHTTP:
