@@ -9,6 +9,8 @@ Two halves:
   and explains itself when it cannot serve.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from searchfuse.errors import (
     BadRequest,
     ConfigError,
@@ -30,8 +32,10 @@ from searchfuse.guard import (
     guard_state,
     turn,
 )
-from searchfuse.router import Router
-from searchfuse.router.diagnose import Diagnosis
+
+if TYPE_CHECKING:
+    from searchfuse.router import Router
+    from searchfuse.router.diagnose import Diagnosis
 
 __version__ = "0.1.0"
 
@@ -57,3 +61,22 @@ __all__ = [
     "guard_state",
     "turn",
 ]
+
+# The router half (httpx, the Tavily client) loads on first use, so a program
+# that only guards its own search function never pays for it (PEP 562).
+_LAZY = {"Router": "searchfuse.router", "Diagnosis": "searchfuse.router.diagnose"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'searchfuse' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

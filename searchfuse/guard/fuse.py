@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import threading
 
+from searchfuse import _answers
 from searchfuse.errors import CooldownActive
-from searchfuse.router import policy
 
 __all__ = ["DEFAULT_COOLDOWN", "Fuse", "cooldown_after", "is_rate_limit"]
 
@@ -29,7 +29,7 @@ def is_rate_limit(exc: BaseException) -> bool:
     ``httpx.HTTPStatusError``, tavily-python's ``UsageLimitExceededError`` and
     any exception with a ``status_code`` or ``response.status_code`` of 429.
     """
-    return policy.status_of(exc) == 429
+    return _answers.status_of(exc) == 429
 
 
 def cooldown_after(exc: BaseException, *, now: float, default: float) -> float:
@@ -38,12 +38,12 @@ def cooldown_after(exc: BaseException, *, now: float, default: float) -> float:
     Retry-After is read from a ``retry_after`` attribute (the router's
     :class:`~searchfuse.RateLimited` carries the cooldown it applied) or from
     the response headers, as delta-seconds or an HTTP date, and clamped to
-    :data:`searchfuse.router.policy.MAX_PARK`.
+    :data:`searchfuse._answers.MAX_PARK` (an hour).
     """
-    retry_after = policy.retry_after_of(exc, now)
+    retry_after = _answers.retry_after_of(exc, now)
     if retry_after is None:
         return default
-    return policy.clamp_park(retry_after)
+    return _answers.clamp_park(retry_after)
 
 
 class Fuse:

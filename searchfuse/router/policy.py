@@ -1,19 +1,27 @@
-"""What an upstream answer means for a key: the reaction table, Retry-After, clamps.
+"""What an upstream answer means for a key: the reaction table.
 
 This module is the one place that turns an HTTP status (or an exception from a
-search function) into a reaction. The router, the guard and the integrations
-all ask it, so a 429 means the same thing everywhere.
+search function) into a reaction. Reading the answer itself (its status,
+Retry-After, the clamps) lives in :mod:`searchfuse._answers`, which the guard
+shares without importing the router; the names are re-exported here.
 """
 
 from __future__ import annotations
 
-import email.utils
 import enum
-import math
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
+
+from searchfuse._answers import (
+    MAX_PARK,
+    MAX_WAIT,
+    clamp_park,
+    clamp_wait,
+    parse_retry_after,
+    retry_after_of,
+    status_of,
+)
 
 __all__ = [
     "AUTH_COOLDOWN",
@@ -36,10 +44,6 @@ DEFAULT_COOLDOWN_MINUTES = 1.0
 #: 401/403 park a key for an hour, never for ever: keys recover (rotation,
 #: account reactivation, monthly rollover) -- incident 7.
 AUTH_COOLDOWN = 3600.0
-#: The longest a key is parked for one answer, whatever Retry-After says.
-MAX_PARK = 3600.0
-#: The longest the caller is ever made to wait inside one call (``on_429="retry"``).
-MAX_WAIT = 10.0
 
 
 class Outcome(enum.StrEnum):
@@ -100,108 +104,6 @@ def classify_status(status: int | None) -> Outcome:
         return Outcome.UPSTREAM
     # 400 and every other 4xx: the request is wrong, not the key.
     return Outcome.BAD_REQUEST
-
-
-def parse_retry_after(value: str | float | int | None, now: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value, or ``None`` if it says nothing usable.
-
-    Accepts delta-seconds (``"60"``, ``"0.5"``) and HTTP dates. Negative,
-    non-finite and malformed values count as absent. The result is not clamped:
-    see :func:`clamp_park` and :func:`clamp_wait`.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = value.strip()
-        if not text:
-            return None
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(text)
-            except (TypeError, ValueError, IndexError):
-                return None
-            if when is None or when.tzinfo is None:
-                return None
-            seconds = when.timestamp() - now
-            # A date in the past means "now": absent, not negative.
-            if seconds < 0:
-                return None
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
-    return seconds
-
-
-def clamp_park(seconds: float) -> float:
-    """How long a key may be parked for one answer: 0 .. :data:`MAX_PARK`."""
-    return min(max(seconds, 0.0), MAX_PARK)
-
-
-def clamp_wait(seconds: float) -> float:
-    """How long a caller may be made to wait inside one call: 0 .. :data:`MAX_WAIT`."""
-    return min(max(seconds, 0.0), MAX_WAIT)
-
-
-def _tavily_python_status(exc: BaseException) -> int | None:
-    """Status codes behind tavily-python's exceptions (matched by name: it is optional)."""
-    for cls in type(exc).__mro__:
-        if cls.__module__.split(".")[0] != "tavily":
-            continue
-        if cls.__name__ == "UsageLimitExceededError":
-            return 429
-        if cls.__name__ == "InvalidAPIKeyError":
-            return 401
-        if cls.__name__ == "BadRequestError":
-            return 400
-        if cls.__name__ == "ForbiddenError":
-            # tavily-python folds 403, 432 and 433 into one class; its text tells them apart.
-            text = str(exc).lower()
-            return 432 if ("limit" in text or "exceed" in text or "credit" in text) else 403
-    return None
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception stands for, if any.
-
-    Recognises searchfuse's own errors, ``httpx.HTTPStatusError``,
-    tavily-python's errors, and any exception carrying ``status_code`` or
-    ``response.status_code``.
-    """
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code
-    code = getattr(exc, "status_code", None)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    response = getattr(exc, "response", None)
-    code = getattr(response, "status_code", None)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    return _tavily_python_status(exc)
-
-
-def retry_after_of(exc: BaseException, now: float) -> float | None:
-    """The Retry-After an exception carries (header, attribute), unclamped, or ``None``."""
-    for attr in ("retry_after", "retry_after_seconds"):
-        value: Any = getattr(exc, attr, None)
-        if value is not None:
-            parsed = parse_retry_after(value, now)
-            if parsed is not None:
-                return parsed
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is not None:
-        try:
-            value = headers.get("retry-after")
-        except Exception:  # an exotic headers object: treat as absent
-            value = None
-        if isinstance(value, str):
-            return parse_retry_after(value, now)
-    return None
 
 
 def classify_exception(exc: BaseException) -> Outcome | None:
