@@ -8,14 +8,31 @@ byte-identical backup.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
+import stat
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["atomic_write", "backup", "move_aside", "timestamp"]
+__all__ = [
+    "STALE_TEMP_AGE",
+    "atomic_write",
+    "backup",
+    "clean_stale_temps",
+    "is_own_temp",
+    "move_aside",
+    "temp_pattern",
+    "timestamp",
+]
+
+log = logging.getLogger("searchfuse.files")
 
 PRIVATE = 0o600
+#: A temp file of ours older than this was left by a process that died mid-write
+#: (a write takes milliseconds); the next load removes it.
+STALE_TEMP_AGE = 600.0
 
 
 def timestamp(epoch: float) -> str:
@@ -33,6 +50,59 @@ def _free_name(base: Path) -> Path:
         if not candidate.exists():
             return candidate
         n += 1
+
+
+def temp_pattern(path: Path) -> re.Pattern[str]:
+    """The names :func:`atomic_write` gives its temp files for ``path``: ``.<name>.XXXXXXXX.tmp``.
+
+    ``searchfuse init`` writes ignore rules covering them, so a temp file left
+    by a killed process (it may hold keys) can never be committed.
+    """
+    return re.compile(rf"\.{re.escape(Path(path).name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+
+
+def is_own_temp(candidate: Path, path: Path) -> bool:
+    """True if ``candidate`` is provably a temp file :func:`atomic_write` made for ``path``:
+    its name, its folder, a regular file, owned by this user, mode 0600."""
+    if candidate.parent != Path(path).parent or not temp_pattern(path).fullmatch(candidate.name):
+        return False
+    try:
+        info = candidate.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) == PRIVATE
+    )
+
+
+def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -> list[Path]:
+    """Remove temp files of ``path`` left by a process killed mid-write; return what was removed.
+
+    Only files that are provably ours (see :func:`is_own_temp`) and older than
+    ``max_age`` seconds are touched: a younger one may belong to a write in progress.
+    """
+    path = Path(path)
+    removed: list[Path] = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    pattern = temp_pattern(path)
+    for name in names:
+        candidate = path.parent / name
+        if not pattern.fullmatch(name) or not is_own_temp(candidate, path):
+            continue
+        try:
+            if now - candidate.stat().st_mtime < max_age:
+                continue
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+        log.info("removed %s, left by a write that never finished", candidate.name)
+    return removed
 
 
 def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool = True) -> None:

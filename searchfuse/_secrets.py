@@ -45,8 +45,11 @@ def redact(text: str, keys: Iterable[str]) -> str:
     Also removes anything that looks like a bearer token, so an upstream error
     body that echoes a key we do not know cannot leak it either.
     """
-    for key in keys:
-        if key:
-            text = text.replace(key, mask(key))
+    known = sorted({key for key in keys if key}, key=len, reverse=True)
+    if known:
+        # One pass, longest key first: when one key is a prefix of another,
+        # masking the shorter one first would leave the longer one's tail raw.
+        pattern = re.compile("|".join(re.escape(key) for key in known))
+        text = pattern.sub(lambda m: mask(m.group(0)), text)
     text = _TAVILY_LIKE.sub(lambda m: mask(m.group(0)), text)
     return _BEARER.sub(r"\1[redacted]", text)

@@ -33,6 +33,10 @@ GITIGNORE_LINES = [
     "# searchfuse: live keys, their backups and router state stay out of git",
     "config/keys.json",
     "config/keys.json.bak.*",
+    # Anything else named after the keys file: temp files of an interrupted
+    # write (they hold keys), files moved aside.
+    "config/keys.json.*",
+    "config/.keys.json.*",
     "state/",
 ]
 

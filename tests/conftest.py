@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -14,9 +15,21 @@ from searchfuse.testing import FakeClock
 
 from .scripted import Upstream
 
-# Every key the suite uses is made up and ends in ``test`` plus four digits;
-# masked forms (``tvly-dev-…0001``) do not match.
+# Every key the suite uses is made up and ends in ``test`` plus four digits
+# (keys sharing a prefix add a tail); masked forms (``tvly-dev-…0001``) do not match.
 RAW_KEY = re.compile(r"tvly-(?:[a-z]+-)?[A-Za-z]*test\d{4}")
+# A masked form shows four characters after the ellipsis; more means the tail of a
+# longer key survived the masking of a shorter one that is its prefix.
+LEAKED_TAIL = re.compile(r"…[A-Za-z0-9_-]{5,}")
+# Files a test may write keys into on purpose: keys files, their backups, .env files.
+KEY_FILE = re.compile(r"^keys[\w.-]*\.json$|^keys\.json\.bak\.|\.env$|^\.env|\.py$")
+
+
+def leaks_in(text: str) -> list[str]:
+    """Raw keys, or tails of prefix-sharing keys, found in ``text``."""
+    return [m.group(0) for m in RAW_KEY.finditer(text)] + [
+        m.group(0) for m in LEAKED_TAIL.finditer(text)
+    ]
 
 
 class _Collect(logging.Handler):
@@ -31,7 +44,7 @@ class _Collect(logging.Handler):
             return
         if record.exc_info and record.exc_info[1] is not None:
             text += " " + str(record.exc_info[1])
-        if RAW_KEY.search(text):
+        if leaks_in(text):
             self.leaks.append(f"{record.name}: {text}")
 
 
@@ -49,6 +62,37 @@ def no_key_in_logs() -> Iterator[None]:
         logger.removeHandler(handler)
         logger.setLevel(previous)
     assert not handler.leaks, f"raw key in log records: {handler.leaks}"
+
+
+def _is_keys_file(text: str) -> bool:
+    """A keys file by content (any name): a JSON list of keys or an object with a key list."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, list) or (isinstance(data, dict) and isinstance(data.get("keys"), list))
+
+
+@pytest.fixture(autouse=True)
+def no_key_in_files(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail any test that left a raw key in a file searchfuse wrote (state, temp, moved-aside).
+
+    Keys files (and their backups), which hold keys by design, are exempt.
+    """
+    yield
+    folder = request.node.funcargs.get("tmp_path")
+    if not isinstance(folder, Path) or not folder.exists():
+        return
+    found = []
+    for path in folder.rglob("*"):
+        if not path.is_file() or KEY_FILE.search(path.name) or path.stat().st_size > 8_000_000:
+            continue
+        text = path.read_bytes().decode("utf-8", "replace")
+        if _is_keys_file(text):
+            continue
+        if hits := leaks_in(text):
+            found.append(f"{path.relative_to(folder)}: {hits[:3]}")
+    assert not found, f"raw key in files written: {found}"
 
 
 @pytest.fixture

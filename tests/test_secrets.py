@@ -29,3 +29,14 @@ def test_redact_removes_known_and_unknown_keys() -> None:
     assert "tvly-dev-test0001" not in out and "tvly-dev-…0001" in out
     assert "zzzzzzzz9999" not in out
     assert "abcdefghijkl" not in out
+
+
+PREFIXED = ["tvly-dev-test0001", "tvly-dev-test0001extra9", "tvly-dev-test0001extra9more7"]
+
+
+def test_redact_holds_for_keys_that_are_prefixes_of_each_other() -> None:
+    for order in (PREFIXED, PREFIXED[::-1], [PREFIXED[1], PREFIXED[0], PREFIXED[2]]):
+        text = " | ".join(f"key={k};" for k in PREFIXED)
+        out = redact(text, order)
+        assert "extra9" not in out and "more7" not in out and "test0001" not in out
+        assert out == " | ".join(f"key={mask(k)};" for k in PREFIXED)

@@ -12,18 +12,20 @@ migrated to v2 on load: backup first, verify, then replace atomically.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from searchfuse import _clock
-from searchfuse._files import atomic_write, backup
+from searchfuse._files import atomic_write, backup, clean_stale_temps
 from searchfuse._secrets import fingerprint, mask
 from searchfuse.errors import ConfigError
 from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
@@ -52,6 +54,27 @@ _PLACEHOLDER = re.compile(
 )
 
 
+_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
+#: What a key may contain: printable ASCII without spaces, quotes or separators.
+_KEY_CHARS = re.compile(r"[!#-&(-+\--:<-~]+")
+#: Nesting deeper than this is not a keys file (and would exhaust the parser's stack).
+MAX_DEPTH = 32
+#: A keys file larger than this is not a keys file.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+_KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
+_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled"}
+#: Keys files already warned about (world-readable): once per process.
+_warned_modes: set[str] = set()
+
+
+def _describe(ch: str) -> str:
+    if ch == "\x00":
+        return "NUL (\\x00)"
+    if ch.isprintable():
+        return f"{ch!r} (U+{ord(ch):04X})"
+    return f"U+{ord(ch):04X}"
+
+
 @dataclass(frozen=True)
 class KeyEntry:
     """One API key with the account it belongs to. ``repr`` never shows the key."""
@@ -61,6 +84,8 @@ class KeyEntry:
     notes: str = ""
     #: Set in the config to keep a key out of rotation without deleting it.
     disabled: bool = False
+    #: Fields searchfuse does not know (kept when a legacy file is migrated).
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -91,6 +116,8 @@ class Config:
     source: str = "<memory>"
     path: Path | None = None
     legacy: bool = False
+    #: Top-level fields searchfuse does not know (kept when a legacy file is migrated).
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -111,12 +138,30 @@ def _check_key(value: Any, source: str, where: str) -> str:
         raise ConfigError(
             source, where, "the key contains white space", "paste the key without spaces"
         )
+    if any(ch in _QUOTES for ch in key):
+        raise ConfigError(
+            source, where, "the key contains quote characters", "write the key without quotes"
+        )
+    if ";" in key:
+        raise ConfigError(
+            source, where, "the key contains ';'", "separate keys with commas, not semicolons"
+        )
     if _PLACEHOLDER.search(key) or key.lower() in {"tvly-", "tvly"}:
         raise ConfigError(
             source,
             where,
             f"{mask(key)} is a placeholder, not a real key",
             "replace it with a key from your Tavily dashboard, or remove the entry",
+        )
+    if not _KEY_CHARS.fullmatch(key):
+        # NUL, control and non-ASCII characters cannot travel in an HTTP header:
+        # they would fail at the first request, far from the cause.
+        bad = next(ch for ch in key if not _KEY_CHARS.fullmatch(ch))
+        raise ConfigError(
+            source,
+            where,
+            f"the key contains the character {_describe(bad)}, which no Tavily key has",
+            "paste the key again from app.tavily.com (letters, digits, '-' and '_' only)",
         )
     return key
 
@@ -221,7 +266,8 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
                     f"expected true or false, got {json.dumps(disabled)}",
                     "write true to keep the key out of rotation, or remove the field",
                 )
-            entry = KeyEntry(key, account or None, notes, disabled)
+            extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
+            entry = KeyEntry(key, account or None, notes, disabled, extra)
         else:
             raise ConfigError(
                 source,
@@ -239,7 +285,8 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
         seen[entry.key] = i
         entries.append(entry)
     cooldown = _cooldown(data.get("cooldown_minutes"), source)
-    return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy)
+    extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
+    return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy, extra=extra)
 
 
 def render_config(config: Config) -> str:
@@ -251,20 +298,25 @@ def render_config(config: Config) -> str:
             item["notes"] = entry.notes
         if entry.disabled:
             item["disabled"] = True
+        # Fields we do not know belong to someone: a migration keeps them.
+        item.update((k, v) for k, v in entry.extra.items() if k not in item)
         keys.append(item)
-    data = {
+    data: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "cooldown_minutes": config.cooldown_minutes,
         "keys": keys,
     }
-    return json.dumps(data, indent=2) + "\n"
+    data.update((k, v) for k, v in config.extra.items() if k not in data)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Config:
     """Rewrite a legacy file as v2: backup, verify, replace. Returns the migrated config."""
     text = render_config(config)
     again = parse_config(json.loads(text), str(path), path)
-    if [(k.key, k.account) for k in again.keys] != [(k.key, k.account) for k in config.keys]:
+    if [(k.key, k.account, dict(k.extra)) for k in again.keys] != [
+        (k.key, k.account, dict(k.extra)) for k in config.keys
+    ] or dict(again.extra) != dict(config.extra):
         raise ConfigError(
             str(path), "keys", "migration would change the keys", "report this as a bug"
         )
@@ -276,6 +328,15 @@ def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Confi
     log.warning(
         "migrated %s to format v%d; the original is kept as %s", path, FORMAT_VERSION, saved.name
     )
+    unknown = sorted(config.extra) + sorted(
+        {f"keys[].{name}" for entry in config.keys for name in entry.extra}
+    )
+    if unknown:
+        log.warning(
+            "%s: fields searchfuse does not use were kept as they were: %s",
+            path,
+            ", ".join(unknown),
+        )
     return again
 
 
@@ -289,7 +350,15 @@ def load_config(
     """
     path = Path(path)
     source = str(path)
+    epoch = (clock or _clock.now)()
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                source,
+                None,
+                f"the file is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB",
+                "point --config at your keys file (config/keys.json)",
+            )
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(
@@ -313,9 +382,17 @@ def load_config(
             f"invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})",
             "fix the syntax (compare with config/keys.example.json)",
         ) from None
+    except RecursionError:
+        raise ConfigError(source, None, "the JSON is nested too deeply", _DEPTH_FIX) from None
+    if _depth(data) > MAX_DEPTH:
+        raise ConfigError(
+            source, None, f"the JSON is nested more than {MAX_DEPTH} levels deep", _DEPTH_FIX
+        )
+    _warn_if_readable(path)
+    with contextlib.suppress(OSError):
+        clean_stale_temps(path, epoch)
     config = parse_config(data, source, path)
     if config.legacy and migrate:
-        epoch = (clock or _clock.now)()
         try:
             config = _migrate(path, raw, config, epoch)
         except OSError as exc:
@@ -328,7 +405,60 @@ def load_config(
     return config
 
 
+_DEPTH_FIX = 'a keys file is {"format_version": 2, "keys": [...]}: compare with keys.example.json'
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests (iteratively: a hostile file must not exhaust the stack)."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            children = item.values() if isinstance(item, dict) else item
+            todo.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _warn_if_readable(path: Path) -> None:
+    """Warn once per file when other users can read the keys (they are secrets)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not mode & 0o077 or str(path) in _warned_modes:
+        return
+    _warned_modes.add(str(path))
+    log.warning(
+        "%s holds API keys and can be read by other users (mode %03o); run: chmod 600 %s",
+        path,
+        stat.S_IMODE(mode),
+        path,
+    )
+
+
+#: What a list of keys in the environment looks like; said by every error about it.
+_LIST_FIX = (
+    "write the keys comma-separated, without quotes or spaces: TAVILY_API_KEYS=tvly-...,tvly-..."
+)
+
+
 def _split_keys(text: str) -> list[str]:
+    stripped = text.strip()
+    if len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in _QUOTES:
+        raise ConfigError(
+            "environment",
+            "TAVILY_API_KEYS",
+            "the value is wrapped in quotes (they became part of the keys)",
+            _LIST_FIX,
+        )
+    if ";" in stripped:
+        raise ConfigError(
+            "environment", "TAVILY_API_KEYS", "the keys are separated by ';'", _LIST_FIX
+        )
     return [part.strip() for part in re.split(r"[,\n]", text) if part.strip()]
 
 
@@ -341,6 +471,13 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
     """
     env = os.environ if environ is None else environ
     keys: list[tuple[str, str]] = []
+    if "TAVILY_API_KEYS" in env and env["TAVILY_API_KEYS"] and not env["TAVILY_API_KEYS"].strip():
+        raise ConfigError(
+            "environment",
+            "TAVILY_API_KEYS",
+            "the variable is set but holds only white space",
+            _LIST_FIX,
+        )
     if env.get("TAVILY_API_KEYS", "").strip():
         keys = [("TAVILY_API_KEYS", k) for k in _split_keys(env["TAVILY_API_KEYS"])]
     else:
@@ -361,15 +498,16 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
         )
     items: list[dict[str, Any]] = [{"key": value} for _, value in keys]
     cooldown: Any = None
-    if env.get("SEARCHFUSE_COOLDOWN_MINUTES", "").strip():
+    raw_minutes = env.get("SEARCHFUSE_COOLDOWN_MINUTES", "")
+    if raw_minutes.strip():
         try:
-            cooldown = float(env["SEARCHFUSE_COOLDOWN_MINUTES"])
-        except ValueError:
+            cooldown = _cooldown(float(raw_minutes), "environment")
+        except (ValueError, ConfigError):
             raise ConfigError(
                 "environment",
                 "SEARCHFUSE_COOLDOWN_MINUTES",
-                f"{env['SEARCHFUSE_COOLDOWN_MINUTES']!r} is not a number",
-                "set it to a number of minutes such as 0.5",
+                f"{raw_minutes[:40]!r} is not a usable number of minutes",
+                "set it to a finite number >= 0, such as 0.5",
             ) from None
     data = {"format_version": FORMAT_VERSION, "keys": items, "cooldown_minutes": cooldown}
     try:
@@ -378,7 +516,8 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
         # Name the variable, not a JSON path the user never wrote.
         index = int(m.group(1)) if exc.field and (m := re.search(r"\[(\d+)\]", exc.field)) else 0
         variable = keys[index][0] if index < len(keys) else "TAVILY_API_KEYS"
-        raise ConfigError("environment", variable, exc.problem, exc.fix) from None
+        fix = _LIST_FIX if variable == "TAVILY_API_KEYS" else exc.fix
+        raise ConfigError("environment", variable, exc.problem, fix) from None
 
 
 def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:

@@ -47,9 +47,11 @@ from searchfuse.router.tavily import (
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
     USAGE_WINDOW,
+    Reply,
     TavilyHTTP,
     Usage,
     error_detail,
+    figure,
     key_left,
 )
 
@@ -63,6 +65,8 @@ On429 = Literal["stop", "retry", "failover"]
 #: ``on_429="retry"``: how many retries on the same key, and the first wait.
 RETRIES_ON_429 = 2
 FIRST_RETRY_WAIT = 0.5
+#: No single search costs more credits than this; a larger figure is not believed.
+MAX_SEARCH_CREDITS = 100.0
 #: Searches starting within this many seconds of the previous pick stay on its key.
 STICKY_WINDOW = 2.0
 #: Figures older than this are refreshed from ``/usage`` (for the key in use only).
@@ -357,7 +361,7 @@ class Router:
 
         return self.store.update(now, change)
 
-    def _record_usage(self, entry: KeyEntry, result: httpx.Response | BaseException) -> int | None:
+    def _record_usage(self, entry: KeyEntry, result: Reply | BaseException) -> int | None:
         """Store a ``/usage`` answer. Returns its HTTP status (``None`` for a transport error)."""
         now = self.now()
         if isinstance(result, BaseException):
@@ -496,7 +500,7 @@ class Router:
 
     # -- classification --------------------------------------------------------------
 
-    def _classify(self, result: httpx.Response | BaseException) -> _Answer:
+    def _classify(self, result: Reply | BaseException) -> _Answer:
         now = self.now()
         if isinstance(result, BaseException):
             outcome = policy.classify_exception(result)
@@ -606,10 +610,11 @@ class Router:
             self._react(entry, _Answer(Outcome.UPSTREAM, 200, "answer was not a JSON object", None))
             raise SearchFailed("Tavily answered 200 with a body that is not a JSON object")
         usage = data.get("usage")
-        credits = usage.get("credits") if isinstance(usage, dict) else None
-        if isinstance(credits, bool) or not isinstance(credits, int | float):
-            credits = SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1)
-        self._record_success(entry, float(credits))
+        credits = figure(usage.get("credits")) if isinstance(usage, dict) else None
+        if credits is None or credits > MAX_SEARCH_CREDITS:
+            # The server's figure is not believed: count the depth's price instead.
+            credits = float(SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1))
+        self._record_success(entry, credits)
         data["searchfuse"] = {"served_by": "tavily", "key": entry.masked}
         return data
 

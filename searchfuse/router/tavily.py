@@ -7,25 +7,47 @@ header, never in a body, a URL or a log line.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import json
+import math
 import os
+import ssl
+import threading
+import time
+import urllib.parse
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
+
+from searchfuse.errors import ConfigError, SearchFailed
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "MAX_ERROR_BYTES",
+    "MAX_ERROR_TEXT",
+    "MAX_FIGURE",
     "MAX_QUERY_LENGTH",
     "SEARCH_CREDITS",
     "USAGE_CALLS_PER_WINDOW",
     "USAGE_WINDOW",
+    "DeadlineExceeded",
+    "Reply",
+    "ResponseTooLarge",
     "TavilyHTTP",
     "Usage",
     "error_detail",
+    "figure",
     "key_left",
     "plan_left",
     "resolve_base_url",
+    "validate_base_url",
 ]
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
@@ -37,35 +59,112 @@ SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
 #: ``/usage`` is itself rate-limited: 10 requests per 10 minutes (incident 3).
 USAGE_CALLS_PER_WINDOW = 10
 USAGE_WINDOW = 600.0
+#: The most of a successful answer that is read (20 results with raw content
+#: stay far below it; a 300 MB answer is not Tavily).
+MAX_BODY_BYTES = 16 * 1024 * 1024
+#: The most of an error answer that is read.
+MAX_ERROR_BYTES = 64 * 1024
+#: Error text kept (in the state, in exceptions, in status tables): one short line.
+MAX_ERROR_TEXT = 300
+#: Credit figures above this are not believed (Tavily's largest plans are far below).
+MAX_FIGURE = 1e12
 
 
 def resolve_base_url(base_url: str | None) -> str:
-    """``base_url`` if given, else ``TAVILY_BASE_URL``, else Tavily's public API."""
-    url = base_url or os.environ.get("TAVILY_BASE_URL") or DEFAULT_BASE_URL
-    return url.rstrip("/")
+    """``base_url`` if given, else ``TAVILY_BASE_URL``, else Tavily's public API.
+
+    Raises :class:`ConfigError` for anything that is not an ``http(s)://host[:port][/path]``
+    address: a typo here would otherwise look like Tavily failing for every key.
+    """
+    if base_url:
+        return validate_base_url(base_url, "base_url")
+    env = os.environ.get("TAVILY_BASE_URL")
+    if env:
+        return validate_base_url(env, "TAVILY_BASE_URL")
+    return DEFAULT_BASE_URL
 
 
-def error_detail(response: httpx.Response) -> str:
-    """Tavily's error text from ``{"detail": {"error": "..."}}`` (or the raw body, shortened)."""
+def validate_base_url(url: str, source: str) -> str:
+    """``url`` without a trailing slash, or :class:`ConfigError` naming ``source`` and the fix."""
+    fix = f"set {source} to Tavily's address, {DEFAULT_BASE_URL}, or to an http(s) URL of a proxy"
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError("environment" if source.isupper() else source, source, problem, fix)
+
+    if not isinstance(url, str):
+        raise bad(f"expected a URL string, got {type(url).__name__}")
+    text = url.strip()
+    if not text.isascii() or any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise bad(f"{text[:80]!r} contains spaces or characters a URL cannot hold")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise bad(f"{text[:80]!r} is not a usable URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise bad(
+            f"{text[:80]!r} has no http:// or https:// scheme"
+            if not parts.scheme or "." in parts.scheme
+            else f"{text[:80]!r} uses {parts.scheme}://; only http and https work"
+        )
+    if not parts.hostname:
+        raise bad(f"{text[:80]!r} names no host")
+    if port == 0:
+        raise bad(f"{text[:80]!r} has port 0")
+    if parts.username or parts.password:
+        raise bad("the URL holds a user name or password; keys travel in a header, not the URL")
+    if parts.query or parts.fragment:
+        raise bad(f"{text[:80]!r} has a query or fragment; give only scheme, host, port and path")
+    return text.rstrip("/")
+
+
+def _clean_text(text: str) -> str:
+    """One line of printable text, at most :data:`MAX_ERROR_TEXT` characters."""
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT - 1] + "…"
+    return text
+
+
+def error_detail(response: Reply) -> str:
+    """Tavily's error text from ``{"detail": {"error": "..."}}`` (or the raw body), one short line.
+
+    Bounded to :data:`MAX_ERROR_TEXT` characters: error text is stored in the
+    state and shown in status tables, and a server may send megabytes.
+    """
     try:
         data = response.json()
     except ValueError:
-        return response.text[:200].strip()
+        return _clean_text(response.text[: MAX_ERROR_TEXT * 2])
+    text: str | None = None
     if isinstance(data, dict):
         detail = data.get("detail")
         if isinstance(detail, dict) and isinstance(detail.get("error"), str):
-            return str(detail["error"])
-        if isinstance(detail, str):
-            return detail
-        if isinstance(data.get("error"), str):
-            return str(data["error"])
-    return str(data)[:200]
+            text = detail["error"]
+        elif isinstance(detail, str):
+            text = detail
+        elif isinstance(data.get("error"), str):
+            text = data["error"]
+    if text is None:
+        text = response.text[: MAX_ERROR_TEXT * 2]
+    return _clean_text(text)
 
 
-def _number(value: Any) -> float | None:
+def figure(value: Any) -> float | None:
+    """A credit figure from a server, or ``None`` when it is not a plausible one.
+
+    Servers are not trusted: booleans, strings, negatives, NaN, infinities and
+    numbers beyond :data:`MAX_FIGURE` all count as absent.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    if not math.isfinite(number) or number < 0 or number > MAX_FIGURE:
+        return None
+    return number
 
 
 def key_left(limit: float | None, used: float | None) -> float:
@@ -112,14 +211,14 @@ class Usage:
         account = account if isinstance(account, dict) else {}
         plan = account.get("current_plan")
         return cls(
-            key_usage=_number(key.get("usage")),
-            key_limit=_number(key.get("limit")),
-            search_usage=_number(key.get("search_usage")),
-            current_plan=plan if isinstance(plan, str) else None,
-            plan_usage=_number(account.get("plan_usage")),
-            plan_limit=_number(account.get("plan_limit")),
-            paygo_usage=_number(account.get("paygo_usage")),
-            paygo_limit=_number(account.get("paygo_limit")),
+            key_usage=figure(key.get("usage")),
+            key_limit=figure(key.get("limit")),
+            search_usage=figure(key.get("search_usage")),
+            current_plan=_clean_text(plan)[:80] if isinstance(plan, str) else None,
+            plan_usage=figure(account.get("plan_usage")),
+            plan_limit=figure(account.get("plan_limit")),
+            paygo_usage=figure(account.get("paygo_usage")),
+            paygo_limit=figure(account.get("paygo_limit")),
         )
 
     def key_headroom(self) -> float:
@@ -131,8 +230,176 @@ class Usage:
         return plan_left(self.plan_limit, self.plan_usage, self.paygo_limit, self.paygo_usage)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """An answer from Tavily, read in full but within :data:`MAX_BODY_BYTES`."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    def json(self) -> Any:
+        """The body as JSON; ``ValueError`` when it is not JSON (or absurdly nested)."""
+        try:
+            return json.loads(self.content)
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None
+
+    @property
+    def text(self) -> str:
+        """The body as text (undecodable bytes replaced)."""
+        return self.content.decode("utf-8", "replace")
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """The call's deadline passed while a request was still running."""
+
+
+class ResponseTooLarge(SearchFailed):
+    """The answer was larger than :data:`MAX_BODY_BYTES`; it was not read."""
+
+    def __init__(self, status_code: int, limit: int) -> None:
+        super().__init__(
+            f"the answer to this search was larger than {limit // (1024 * 1024)} MB and was "
+            "not read; that is not what Tavily sends (check base_url / TAVILY_BASE_URL)",
+            status_code=status_code,
+            detail="response too large",
+        )
+
+
+#: The deadline of the call running in this thread or task (a ``time.monotonic()`` instant).
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "searchfuse_deadline", default=None
+)
+
+
+def _bounded(timeout: float | None) -> float | None:
+    """``timeout`` cut to what is left of the current call's deadline."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("the call's deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write ends by the call's deadline.
+
+    httpx's timeouts bound each socket operation; a server dripping one byte
+    per 0.1 s never trips them. Cutting each operation to the deadline does.
+    """
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout))
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _bounded(timeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._inner.connect_unix_socket(path, _bounded(timeout), socket_options)
+        )
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _deadline_transport() -> httpx.BaseTransport:
+    """httpx's own transport, with every socket operation bounded by the call's deadline."""
+    transport = httpx.HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+    # Otherwise (another httpx layout) the body loop still checks the deadline per chunk.
+    return transport
+
+
+class _Body:
+    """An answer's body, collected chunk by chunk within its size limit.
+
+    A success larger than :data:`MAX_BODY_BYTES` raises :class:`ResponseTooLarge`;
+    an error answer is cut at :data:`MAX_ERROR_BYTES` (its start says enough).
+    """
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.limit = MAX_BODY_BYTES if status_code < 300 else MAX_ERROR_BYTES
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True when the rest of the body is not worth reading."""
+        room = self.limit - self.size
+        self.size += len(chunk)
+        if len(chunk) <= room:
+            self.chunks.append(chunk)
+            return False
+        if self.status_code < 300:
+            raise ResponseTooLarge(self.status_code, self.limit)
+        self.chunks.append(chunk[:room])
+        return True
+
+    def content(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _over(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
 class TavilyHTTP:
-    """The two Tavily endpoints the router uses, sync and async, over one pool each.
+    """The two Tavily endpoints the router uses, sync and async.
+
+    One sync pool per router, created once under a lock (threads share it),
+    and one async pool per event loop: an ``httpx.AsyncClient`` is bound to
+    the loop it first ran on, so a router used from ``asyncio.run`` twice must
+    not reuse the first loop's connections.
+
+    Every read is bounded: at most :data:`MAX_BODY_BYTES` of an answer, at
+    most :data:`MAX_ERROR_BYTES` of an error, and nothing past the call's
+    deadline (``deadline=``, a ``time.monotonic()`` instant).
 
     ``transport`` / ``async_transport`` are the test seam (``httpx.MockTransport``
     or anything else httpx accepts).
@@ -151,7 +418,9 @@ class TavilyHTTP:
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
-        self._aclient: httpx.AsyncClient | None = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._aclients = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TavilyHTTP({self.base_url!r})"
@@ -162,47 +431,130 @@ class TavilyHTTP:
 
     @property
     def client(self) -> httpx.Client:
-        """The shared sync client (created on first use)."""
-        if self._client is None:
-            self._client = httpx.Client(
-                base_url=self.base_url, timeout=self.timeout, transport=self._transport
-            )
-        return self._client
+        """The shared sync client (created once, on first use, by whichever thread comes first)."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                client = self._client
+                if client is None:
+                    client = self._client = httpx.Client(
+                        base_url=self.base_url,
+                        timeout=self.timeout,
+                        transport=self._transport or _deadline_transport(),
+                        follow_redirects=False,
+                    )
+        return client
 
     @property
     def aclient(self) -> httpx.AsyncClient:
-        """The shared async client (created on first use)."""
-        if self._aclient is None:
-            self._aclient = httpx.AsyncClient(
-                base_url=self.base_url, timeout=self.timeout, transport=self._async_transport
+        """The async client of the running event loop (one per loop, created on first use)."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            with self._lock:
+                client = self._aclients.get(loop)
+                if client is None:
+                    client = httpx.AsyncClient(
+                        base_url=self.base_url,
+                        timeout=self.timeout,
+                        transport=self._async_transport,
+                        follow_redirects=False,
+                    )
+                    self._aclients[loop] = client
+        return client
+
+    def _timeout(self, deadline: float | None) -> httpx.Timeout:
+        if deadline is None:
+            return self.timeout
+        left = max(deadline - time.monotonic(), 0.001)
+
+        def cut(value: float | None) -> float:
+            return left if value is None else min(value, left)
+
+        t = self.timeout
+        return httpx.Timeout(
+            connect=cut(t.connect), read=cut(t.read), write=cut(t.write), pool=cut(t.pool)
+        )
+
+    def _request(
+        self, method: str, path: str, key: str, body: dict[str, Any] | None, deadline: float | None
+    ) -> Reply:
+        token = _deadline.set(deadline)
+        try:
+            request = self.client.build_request(
+                method, path, json=body, headers=self._headers(key), timeout=self._timeout(deadline)
             )
-        return self._aclient
+            response = self.client.send(request, stream=True)
+            try:
+                read = _Body(response.status_code)
+                for chunk in response.iter_bytes():
+                    if read.add(chunk):
+                        break
+                    if _over(deadline):
+                        raise DeadlineExceeded("the call's deadline passed during the answer")
+            finally:
+                response.close()
+        finally:
+            _deadline.reset(token)
+        return Reply(response.status_code, response.headers, read.content())
 
-    def search(self, key: str, body: dict[str, Any]) -> httpx.Response:
+    async def _arequest(
+        self, method: str, path: str, key: str, body: dict[str, Any] | None, deadline: float | None
+    ) -> Reply:
+        import anyio  # httpx's own dependency; only the async path needs it
+
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        client = self.aclient
+        try:
+            with anyio.fail_after(left):
+                request = client.build_request(
+                    method,
+                    path,
+                    json=body,
+                    headers=self._headers(key),
+                    timeout=self._timeout(deadline),
+                )
+                response = await client.send(request, stream=True)
+                try:
+                    read = _Body(response.status_code)
+                    async for chunk in response.aiter_bytes():
+                        if read.add(chunk):
+                            break
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise DeadlineExceeded("the call's deadline passed during the request") from None
+        return Reply(response.status_code, response.headers, read.content())
+
+    def search(self, key: str, body: dict[str, Any], deadline: float | None = None) -> Reply:
         """``POST /search`` with ``key``."""
-        return self.client.post("/search", json=body, headers=self._headers(key))
+        return self._request("POST", "/search", key, body, deadline)
 
-    def usage(self, key: str) -> httpx.Response:
+    def usage(self, key: str, deadline: float | None = None) -> Reply:
         """``GET /usage`` for ``key``."""
-        return self.client.get("/usage", headers=self._headers(key))
+        return self._request("GET", "/usage", key, None, deadline)
 
-    async def asearch(self, key: str, body: dict[str, Any]) -> httpx.Response:
+    async def asearch(self, key: str, body: dict[str, Any], deadline: float | None = None) -> Reply:
         """Async ``POST /search``."""
-        return await self.aclient.post("/search", json=body, headers=self._headers(key))
+        return await self._arequest("POST", "/search", key, body, deadline)
 
-    async def ausage(self, key: str) -> httpx.Response:
+    async def ausage(self, key: str, deadline: float | None = None) -> Reply:
         """Async ``GET /usage``."""
-        return await self.aclient.get("/usage", headers=self._headers(key))
+        return await self._arequest("GET", "/usage", key, None, deadline)
 
     def close(self) -> None:
         """Close the sync pool."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     async def aclose(self) -> None:
-        """Close both pools."""
+        """Close the sync pool and this loop's async pool (other loops' pools are dropped)."""
         self.close()
-        if self._aclient is not None:
-            await self._aclient.aclose()
-            self._aclient = None
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._aclients.pop(loop, None)
+            self._aclients.clear()
+        if client is not None:
+            await client.aclose()
