@@ -1,6 +1,14 @@
 """``searchfuse``: the command line (status, test-keys, search, reset-month, diagnose, init, demo).
 
-Exit codes: 0 ok, 1 the search failed or was refused, 2 a usage or config error.
+Exit codes: 0 ok, 1 the search failed or was refused (``test-keys``: a key
+failed), 2 a usage or config error. A usage error is one line on stderr,
+never a traceback. With ``--json``, stdout is valid JSON whatever happens
+(an error is ``{"error": ..., "message": ...}``).
+
+The old ``tavily_multi_key.py`` forms work as they are: ``search --query Q
+--count N``, ``status``, ``test-keys`` and ``reset-month``, each with
+``--json``.
+
 Keys are never printed: only masked forms and fingerprints.
 """
 
@@ -10,17 +18,31 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
+import textwrap
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from searchfuse.errors import ConfigError, SearchFailed, SearchRefused
+from searchfuse import __version__, _clock
+from searchfuse._format import ago, duration
+from searchfuse.errors import (
+    ConfigError,
+    CooldownActive,
+    NoKeyAvailable,
+    RateLimited,
+    SearchFailed,
+    SearchRefused,
+)
 from searchfuse.router import Router
 from searchfuse.router.status import KeyStatus
+from searchfuse.router.tavily import MAX_QUERY_LENGTH
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "explain_refusal", "format_status", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,6 +50,7 @@ EXIT_USAGE = 2
 
 DEFAULT_CONFIG = Path("config/keys.json")
 DEFAULT_STATE = Path("state/quota.json")
+MAX_COUNT = 20
 
 GITIGNORE_LINES = [
     "# searchfuse: live keys, their backups and router state stay out of git",
@@ -41,12 +64,20 @@ GITIGNORE_LINES = [
 ]
 
 
+class UsageError(Exception):
+    """The command line cannot be run as given (exit 2, one line)."""
+
+
 def _out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
 def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
+
+
+def _json(data: Any) -> None:
+    _out(json.dumps(data, indent=2))
 
 
 # -- building a router from the options ------------------------------------------
@@ -85,60 +116,119 @@ def _num(value: float | None) -> str:
     return f"{value:g}" if value != int(value) else str(int(value))
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "never"
-    if seconds < 90:
-        return f"{seconds:.0f}s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f}h ago"
-    return f"{seconds / 86400:.0f}d ago"
+@dataclass(frozen=True)
+class _Column:
+    title: str
+    #: Free text that may wrap at word boundaries when the terminal is narrow.
+    wraps: bool = False
+    #: The narrowest a wrapping column gets (a longer word still shows whole).
+    min_width: int = 8
+    cells: list[str] = field(default_factory=list)
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
-    )
+def _terminal_width() -> int:
+    return shutil.get_terminal_size(fallback=(120, 24)).columns
 
 
-def format_status(records: Sequence[KeyStatus]) -> str:
-    """The ``searchfuse status`` table."""
-    rows = [
-        [
-            "KEY",
-            "ACCOUNT",
-            "NOTES",
-            "STATE",
-            "USAGE/LIMIT",
-            "REMAINING",
-            "COOLDOWN",
-            "LAST ERROR",
-            "SYNCED",
-        ]
+def _fit(columns: list[_Column], width: int) -> list[int] | None:
+    """Column widths that fit ``width`` by wrapping free text between words, or ``None``.
+
+    The widest wrapping column gives up room first, down to its longest word
+    (words are never cut) and its ``min_width``.
+    """
+    gap = 2
+    widths = [max(len(c.title), *(len(cell) for cell in c.cells)) for c in columns]
+    floors = [
+        max(
+            len(c.title),
+            min(w, max(c.min_width, *(len(word) for cell in c.cells for word in cell.split()))),
+        )
+        if c.wraps
+        else w
+        for c, w in zip(columns, widths, strict=True)
     ]
+    if sum(floors) + gap * (len(columns) - 1) > width:
+        return None
+    while sum(widths) + gap * (len(columns) - 1) > width:
+        i = max(range(len(widths)), key=lambda j: widths[j] - floors[j])
+        widths[i] -= 1
+    return widths
+
+
+def _table(columns: list[_Column], widths: list[int]) -> str:
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
+
+    lines = [line([c.title for c in columns])]
+    for row in range(len(columns[0].cells)):
+        wrapped = [
+            (textwrap.wrap(c.cells[row], w, break_long_words=False, break_on_hyphens=False) or [""])
+            if c.wraps
+            else [c.cells[row]]
+            for c, w in zip(columns, widths, strict=True)
+        ]
+        for n in range(max(len(parts) for parts in wrapped)):
+            lines.append(line([parts[n] if n < len(parts) else "" for parts in wrapped]))
+    return "\n".join(lines)
+
+
+def _stacked(columns: list[_Column], width: int) -> str:
+    """One block per key, for a terminal too narrow for the table: ``TITLE: value`` lines."""
+    blocks = []
+    for row in range(len(columns[0].cells)):
+        lines = [columns[0].cells[row]]
+        for c in columns[1:]:
+            cell = c.cells[row]
+            if cell == "-":
+                continue
+            lines += textwrap.wrap(
+                f"{c.title.lower()}: {cell}",
+                width,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str:
+    """The ``searchfuse status`` table, fitted to ``width`` (default: the terminal's).
+
+    Free text (account, notes, cooldown, last error) wraps at word boundaries
+    instead of being cut; a terminal too narrow even for that gets one block
+    per key. Ages read as the diagnosis writes them ("30 min ago").
+    """
+    key = _Column("KEY")
+    account = _Column("ACCOUNT", wraps=True)
+    notes = _Column("NOTES", wraps=True)
+    state = _Column("STATE")
+    usage_col = _Column("USED/LIMIT")
+    remaining = _Column("LEFT")
+    cooldown = _Column("COOLDOWN", wraps=True)
+    error = _Column("LAST ERROR", wraps=True, min_width=16)
+    synced = _Column("SYNCED")
     for s in records:
         usage = s.key_usage
         if usage is not None:
             usage += s.local_credits
         limit = s.key_limit if s.key_limit is not None else s.plan_limit
-        cooldown = f"{s.cooldown_left:.0f}s ({s.cooldown_reason})" if s.cooldown_left > 0 else "-"
-        rows.append(
-            [
-                s.key,
-                s.account or "-",
-                s.notes or "-",
-                s.state,
-                f"{_num(usage)}/{_num(limit) if limit is not None else 'unlimited'}",
-                _num(s.remaining) if s.remaining is not None else "?",
-                cooldown,
-                (s.last_error or "-")[:40],
-                _age(s.last_sync_age),
-            ]
+        key.cells.append(s.key)
+        account.cells.append(s.account or "-")
+        notes.cells.append(s.notes or "-")
+        state.cells.append(s.state)
+        usage_col.cells.append(f"{_num(usage)}/{_num(limit) if limit is not None else 'unlimited'}")
+        remaining.cells.append(_num(s.remaining) if s.remaining is not None else "?")
+        cooldown.cells.append(
+            f"{duration(s.cooldown_left)} ({s.cooldown_reason})" if s.cooldown_left > 0 else "-"
         )
-    return _table(rows)
+        error.cells.append(s.last_error or "-")
+        synced.cells.append(ago(s.last_sync_age))
+    columns = [key, account, notes, state, usage_col, remaining, cooldown, error, synced]
+    width = _terminal_width() if width is None else width
+    widths = _fit(columns, width)
+    return _table(columns, widths) if widths is not None else _stacked(columns, width)
 
 
 def format_results(data: dict[str, Any]) -> str:
@@ -149,9 +239,9 @@ def format_results(data: dict[str, Any]) -> str:
     for i, item in enumerate(data.get("results") or [], 1):
         lines.append(f"{i}. {item.get('title', '')}")
         lines.append(f"   {item.get('url', '')}")
-        content = str(item.get("content") or "").strip().replace("\n", " ")
+        content = " ".join(str(item.get("content") or "").split())
         if content:
-            lines.append(f"   {content[:240]}")
+            lines.append(f"   {textwrap.shorten(content, 240, placeholder=' …')}")
     if not data.get("results"):
         lines.append("(no results)")
     served = data.get("searchfuse") or {}
@@ -162,6 +252,57 @@ def format_results(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _clock_time(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
+    """A refusal told to a person: what happened, and when to try again.
+
+    The exception's ``message`` is written for a language model ("do not switch
+    to another search tool"); this is the text for someone at a terminal.
+    """
+    now = _clock.now() if now is None else now
+    wait = exc.retry_after
+    when = (
+        [f"Try again in {duration(wait)} (after {_clock_time(now + wait)})."]
+        if wait is not None and wait > 0
+        else []
+    )
+    see_status = "`searchfuse status` shows each key's cooldown."
+    if isinstance(exc, RateLimited):
+        who = f" for key {exc.key}" if exc.key else ""
+        parts = [
+            f"Tavily answered 429 (too many requests){who}.",
+            "searchfuse holds every search until the cooldown ends, so nothing more was sent.",
+            *when,
+            see_status,
+        ]
+    elif isinstance(exc, CooldownActive):
+        parts = [
+            f"Nothing was sent: a cooldown after a {exc.cause} is still running.",
+            *when,
+            see_status,
+        ]
+    elif exc.reason == "paced":
+        parts = [
+            "Nothing was sent: every key is at its request rate (Tavily's limit per minute),",
+            "and waiting for room would take too long.",
+            *when,
+        ]
+    elif isinstance(exc, NoKeyAvailable):
+        lines = [" ".join(["No key can serve right now.", *when])]
+        if exc.diagnosis is not None:
+            lines.append(str(exc.diagnosis))
+        else:
+            lines += [f"  {key}: {why}" for key, why in exc.reasons.items()]
+        lines.append("`searchfuse diagnose --probe` asks Tavily about every key.")
+        return "\n".join(lines)
+    else:
+        return exc.message
+    return " ".join(parts)
+
+
 # -- commands ------------------------------------------------------------------------
 
 
@@ -169,7 +310,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     router = make_router(args)
     records = router.status()
     if args.json:
-        _out(json.dumps([r.to_dict() for r in records], indent=2))
+        _json([r.to_dict() for r in records])
     else:
         _out(format_status(records))
     return EXIT_OK
@@ -179,51 +320,55 @@ def cmd_test_keys(args: argparse.Namespace) -> int:
     router = make_router(args)
     results = router.test_keys()
     if args.json:
-        _out(json.dumps([r.to_dict() for r in results], indent=2))
+        _json([r.to_dict() for r in results])
     else:
         for r in results:
             _out(f"{r.key}  ok" if r.ok else f"{r.key}  FAIL  {r.note}")
         _out()
         _out(format_status(router.status()))
-    return EXIT_OK if any(r.ok for r in results) else EXIT_FAILED
+    # A CI gate: every key must answer, not just one.
+    return EXIT_OK if results and all(r.ok for r in results) else EXIT_FAILED
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    query = args.query if args.query is not None else args.query_option
+    if query is None:
+        raise UsageError("searchfuse search: error: give a query: searchfuse search QUERY")
+    if args.query is not None and args.query_option is not None:
+        raise UsageError("searchfuse search: error: give the query once, not as QUERY and --query")
+    query = _query(query)
     router = make_router(args)
     params: dict[str, Any] = {}
     if args.depth:
         params["search_depth"] = args.depth
     if args.topic:
         params["topic"] = args.topic
-    try:
-        data = router.search(args.query, max_results=args.count, **params)
-    except SearchRefused as exc:
-        if args.json:
-            _out(json.dumps(exc.to_dict(), indent=2))
-        else:
-            _err(exc.message)
-        return EXIT_FAILED
-    except SearchFailed as exc:
-        if args.json:
-            _out(json.dumps({"error": "failed", "message": str(exc)}, indent=2))
-        else:
-            _err(str(exc))
-        return EXIT_FAILED
-    _out(json.dumps(data, indent=2) if args.json else format_results(data))
+    data = router.search(query, max_results=args.count, **params)
+    if args.json:
+        _json(data)
+    else:
+        _out(format_results(data))
     return EXIT_OK
 
 
 def cmd_reset_month(args: argparse.Namespace) -> int:
     router = make_router(args)
     router.reset_month()
-    _out(f"state cleared for {len(router.keys)} key(s); cooldowns and usage figures are gone")
+    keys = [entry.masked for entry in router.keys]
+    if args.json:
+        _json({"cleared": len(keys), "keys": keys})
+    else:
+        _out(f"state cleared for {len(keys)} key(s); cooldowns and usage figures are gone")
     return EXIT_OK
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     router = make_router(args)
     diagnosis = router.diagnose(probe=args.probe)
-    _out(json.dumps(diagnosis.to_dict(), indent=2) if args.json else str(diagnosis))
+    if args.json:
+        _json(diagnosis.to_dict())
+    else:
+        _out(str(diagnosis))
     return EXIT_OK if diagnosis.verdict in ("healthy", "stale") else EXIT_FAILED
 
 
@@ -231,35 +376,69 @@ def _template() -> bytes:
     return (resources.files("searchfuse") / "templates" / "keys.example.json").read_bytes()
 
 
+def _folder(path: Path, what: str) -> None:
+    """Create ``path`` as a folder, or explain in one line why it cannot be one."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"searchfuse init: error: {path} is a file, not a folder ({what})")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"searchfuse init: error: cannot create {path} ({what}): {exc.strerror or exc}"
+        ) from None
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     config_dir = root / "config"
     state_dir = root / "state"
-    config_dir.mkdir(parents=True, exist_ok=True)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o700)
     keys = config_dir / "keys.json"
-    if keys.exists():
-        _out(f"kept {keys} (it exists; nothing was overwritten)")
-    else:
-        fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_template())
-        _out(f"created {keys} (mode 0600): replace the placeholder keys with yours")
     example = config_dir / "keys.example.json"
-    if not example.exists():
-        example.write_bytes(_template())
-        _out(f"created {example}")
     gitignore = root / ".gitignore"
-    present = gitignore.read_text().splitlines() if gitignore.exists() else []
-    missing = [line for line in GITIGNORE_LINES[1:] if line not in present]
-    if missing:
-        with gitignore.open("a") as fh:
-            if present and present[-1].strip():
-                fh.write("\n")
-            fh.write("\n".join([GITIGNORE_LINES[0], *missing]) + "\n")
-        _out(f"updated {gitignore}: {', '.join(missing)} stay out of git")
-    _out(f"created {state_dir}/ for router state")
+    _folder(root, "the project folder")
+    _folder(config_dir, "for config/keys.json")
+    _folder(state_dir, "for router state")
+    for path in (keys, example, gitignore):
+        if path.exists() and not path.is_file():
+            raise UsageError(f"searchfuse init: error: {path} exists and is not a file")
+    done: dict[str, list[str]] = {"created": [], "kept": [], "updated": []}
+    lines: list[str] = []
+    try:
+        os.chmod(state_dir, 0o700)
+        if keys.exists():
+            done["kept"].append(str(keys))
+            lines.append(f"kept {keys} (it exists; nothing was overwritten)")
+        else:
+            fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_template())
+            done["created"].append(str(keys))
+            lines.append(f"created {keys} (mode 0600): replace the placeholder keys with yours")
+        if not example.exists():
+            example.write_bytes(_template())
+            done["created"].append(str(example))
+            lines.append(f"created {example}")
+        present = gitignore.read_text().splitlines() if gitignore.exists() else []
+        missing = [line for line in GITIGNORE_LINES[1:] if line not in present]
+        if missing:
+            with gitignore.open("a") as fh:
+                if present and present[-1].strip():
+                    fh.write("\n")
+                fh.write("\n".join([GITIGNORE_LINES[0], *missing]) + "\n")
+            done["updated"].append(str(gitignore))
+            lines.append(f"updated {gitignore}: {', '.join(missing)} stay out of git")
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise UsageError(
+            f"searchfuse init: error: cannot write{where}: {exc.strerror or exc}"
+        ) from None
+    done["created"].append(f"{state_dir}/")
+    lines.append(f"created {state_dir}/ for router state")
+    if args.json:
+        _json(done)
+    else:
+        for line in lines:
+            _out(line)
     return EXIT_OK
 
 
@@ -269,24 +448,65 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(json_output=args.json)
 
 
+# -- argument types: each refuses bad input with one line -------------------------------
+
+
+def _query(text: str) -> str:
+    if not text.strip():
+        raise UsageError("searchfuse search: error: the query is empty")
+    if len(text) > MAX_QUERY_LENGTH:
+        raise UsageError(
+            f"searchfuse search: error: the query is {len(text)} characters; "
+            f"Tavily accepts at most {MAX_QUERY_LENGTH}"
+        )
+    return text
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{value} is not in 0-{MAX_COUNT}")
+    return value
+
+
+def _path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the path is empty")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("the path contains a NUL character")
+    return text
+
+
 # -- parser ----------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the ``--help`` hint), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs tests to check SKILL.md)."""
 
-    def common(suppress: bool) -> argparse.ArgumentParser:
+    def common(suppress: bool) -> _Parser:
         # The options are accepted before and after the command; in a subcommand
         # they default to SUPPRESS so they never erase a value given before it.
         default: Any = argparse.SUPPRESS if suppress else None
-        p = argparse.ArgumentParser(add_help=False)
+        p = _Parser(add_help=False)
         p.add_argument(
             "--config",
+            type=_path,
             default=default,
             help="keys file (default: $SEARCHFUSE_CONFIG, else config/keys.json)",
         )
         p.add_argument(
             "--state",
+            type=_path,
             default=default,
             help="state file (default: $SEARCHFUSE_STATE, else state/quota.json)",
         )
@@ -299,11 +519,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return p
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="searchfuse",
         description="Guard and route Tavily web searches for AI agents.",
         parents=[common(False)],
     )
+    parser.add_argument("--version", action="version", version=f"searchfuse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], text: str) -> Any:
@@ -311,49 +532,85 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
+    def json_flag(p: argparse.ArgumentParser, text: str = "print JSON") -> None:
+        p.add_argument("--json", action="store_true", help=text)
+
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    json_flag(p)
     p = add("test-keys", cmd_test_keys, "probe every key with /usage, one at a time (no search)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    json_flag(p)
     p = add("search", cmd_search, "run one search through the router")
-    p.add_argument("query", help="the search query (at most 400 characters)")
-    p.add_argument("--count", type=int, default=5, help="number of results, 0-20 (default 5)")
+    p.add_argument("query", nargs="?", help="the search query (at most 400 characters)")
+    p.add_argument(
+        "--query", "-q", dest="query_option", metavar="QUERY", help="the query, as an option"
+    )
+    p.add_argument(
+        "--count", "-n", type=_count, default=5, help="number of results, 0-20 (default 5)"
+    )
     p.add_argument("--depth", choices=["basic", "advanced", "fast", "ultra-fast"])
     p.add_argument("--topic", choices=["general", "news", "finance"])
-    p.add_argument("--json", action="store_true", help="print Tavily's JSON")
-    add("reset-month", cmd_reset_month, "clear local state (cooldowns, usage figures)")
+    json_flag(p, "print Tavily's JSON")
+    p = add("reset-month", cmd_reset_month, "clear local state (cooldowns, usage figures)")
+    json_flag(p)
     p = add("diagnose", cmd_diagnose, "explain in verification order why keys can or cannot serve")
     p.add_argument("--probe", action="store_true", help="also ask /usage for each key directly")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    json_flag(p)
     p = add("init", cmd_init, "create config/keys.json (0600), state/ and .gitignore entries")
-    p.add_argument("dir", nargs="?", default=".", help="project folder (default: .)")
+    p.add_argument("dir", nargs="?", default=".", type=_path, help="project folder (default: .)")
+    json_flag(p, "print what was created, kept and updated as JSON")
     p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily")
-    p.add_argument("--json", action="store_true", help="print the transcript as JSON")
+    json_flag(p, "print the transcript as JSON")
     return parser
+
+
+def _fail(json_output: bool, kind: str, message: str, extra: dict[str, Any] | None = None) -> None:
+    """Report an error: one block on stderr, and a JSON object on stdout under ``--json``."""
+    if json_output:
+        _json({"error": kind, "message": message, **(extra or {})})
+    _err(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in argv
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse's own usage errors exit 2
+    except UsageError as exc:
+        _fail(wants_json, "usage", str(exc))
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help and --version
         return int(exc.code or 0)
+    json_output = bool(getattr(args, "json", False))
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
         return int(args.func(args))
+    except UsageError as exc:
+        _fail(json_output, "usage", str(exc))
+        return EXIT_USAGE
     except ConfigError as exc:
-        _err(f"config error: {exc}")
+        _fail(json_output, "config", f"config error: {exc}")
         return EXIT_USAGE
     except SearchRefused as exc:
-        _err(exc.message)
+        if json_output:
+            _json(exc.to_dict())
+        _err(explain_refusal(exc))
         return EXIT_FAILED
     except SearchFailed as exc:
-        _err(str(exc))
+        _fail(json_output, "failed", str(exc), {"status_code": exc.status_code})
         return EXIT_FAILED
+    except OSError as exc:
+        # A path the options named that cannot be used: a usage error, not a crash.
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(json_output, "usage", f"searchfuse: error: {where}{exc.strerror or exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _fail(json_output, "interrupted", "searchfuse: interrupted")
+        return 130
 
 
 if __name__ == "__main__":

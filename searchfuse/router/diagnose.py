@@ -14,12 +14,12 @@ order and only then names a verdict:
 from __future__ import annotations
 
 import calendar
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from searchfuse._format import duration as _secs
 from searchfuse.router.selection import Candidate, blocked_reason
 
 __all__ = [
@@ -43,15 +43,6 @@ def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _secs(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{math.ceil(seconds)} s"
-    if seconds < 7200:
-        return f"{math.ceil(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _month_end(now: float) -> float:

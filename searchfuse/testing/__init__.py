@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ __all__ = [
     "DEV_RPM",
     "PROD_RPM",
     "RATE_WINDOW",
+    "TAVILY_HOST",
     "TEST_KEYS",
     "USAGE_REQUESTS_PER_WINDOW",
     "USAGE_WINDOW",
@@ -84,9 +86,14 @@ __all__ = [
     "Fault",
     "RecordedRequest",
     "is_testing",
+    "reset",
     "set_testing",
+    "should_mock",
     "testing_mode",
 ]
+
+#: The host ``tavily_mock`` answers for; every other host is left to the network.
+TAVILY_HOST = "api.tavily.com"
 
 # The pytest plugin imports this package in every test session of every project
 # that installed searchfuse, whether or not a test uses it: the names load on
@@ -96,6 +103,38 @@ _CLOCK_NAMES = frozenset(
 )
 
 _CASCADE_NAMES = frozenset({"Cascade", "CascadeResult"})
+
+
+def reset() -> None:
+    """Forget what earlier tests left behind: every guard's turns, fuse and cache, and fake time.
+
+    Between two tests a guard would otherwise remember the first test's 429
+    (and refuse the second test's new query), its turn and its cache. The
+    pytest plugin calls this after every test; call it yourself between tests
+    under another runner (unittest's ``tearDown``, for example). The clock a
+    :func:`set_testing` installed goes back to where it started; real time
+    is left alone.
+    """
+    guard = sys.modules.get("searchfuse.guard")
+    if guard is not None:  # no guard exists unless searchfuse.guard was imported
+        reset_all = getattr(guard, "reset_all", None)
+        if reset_all is not None:
+            reset_all()
+    if "searchfuse.testing._clock" in sys.modules:  # else no fake clock was ever made
+        from searchfuse import _clock as clock_seam
+        from searchfuse.testing._clock import FakeClock
+
+        if isinstance(clock_seam._clock, FakeClock):
+            clock_seam._clock.reset()
+
+
+def should_mock(request: Any) -> bool:
+    """Whether ``tavily_mock`` answers ``request``: only requests to Tavily's host.
+
+    An LLM client, or any other httpx call in the same test, reaches its real
+    (or loopback) server. This is pytest-httpx's ``should_mock`` option.
+    """
+    return bool(request.url.host == TAVILY_HOST)
 
 
 def __getattr__(name: str) -> Any:

@@ -44,7 +44,8 @@ class FakeClock:
     def __init__(self, start: float = DEFAULT_START) -> None:
         """Start at ``start`` (epoch seconds; default :data:`DEFAULT_START`)."""
         self._check(start)
-        self._now = float(start)
+        self._start = float(start)
+        self._now = self._start
         self._lock = threading.Lock()
 
     @staticmethod
@@ -75,6 +76,11 @@ class FakeClock:
         self._check(t)
         with self._lock:
             self._now = float(t)
+
+    def reset(self) -> None:
+        """Go back to the time this clock started at (what the pytest plugin does between tests)."""
+        with self._lock:
+            self._now = self._start
 
     def __repr__(self) -> str:
         return f"FakeClock({self():.3f})"

@@ -8,13 +8,18 @@ Registered through the ``pytest11`` entry point, so any project with
 - ``fake_tavily``: a :class:`~searchfuse.testing.FakeTavily` accepting the
   made-up keys ``tvly-dev-test0001`` .. ``tvly-dev-test0004``, on ``fake_clock``;
 - ``tavily_mock``: ``fake_tavily`` answering every httpx request to
-  ``https://api.tavily.com`` (needs pytest-httpx); yields the fake;
+  ``https://api.tavily.com`` (needs pytest-httpx); requests to any other
+  host (an LLM client, a loopback server) reach the network; yields the fake;
 - ``tavily_server``: ``fake_tavily`` served on a loopback port; yields the base
   URL and sets ``TAVILY_BASE_URL`` to it for the test;
 - ``tavily_cascade``: a :class:`~searchfuse.testing.Cascade` on ``fake_tavily``
   (one search per key per minute): build routers on it, fire a burst of
   parallel calls in one turn, read how many requests reached the API, how
   many got 429 and how many keys ended in cooldown.
+
+Between tests the plugin calls :func:`searchfuse.testing.reset`: no guard
+remembers an earlier test's 429, turn or cache, and a fake clock installed
+for the whole suite goes back to its start.
 
 Importing this module stays cheap (pytest loads it in every session of every
 project that installed searchfuse): searchfuse's test helpers, httpx and
@@ -23,17 +28,70 @@ pytest-httpx are imported only when a fixture is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from searchfuse.testing import Cascade, FakeClock, FakeTavily
 
-__all__ = ["fake_clock", "fake_tavily", "tavily_cascade", "tavily_mock", "tavily_server"]
+__all__ = [
+    "fake_clock",
+    "fake_tavily",
+    "pytest_collection_modifyitems",
+    "searchfuse_reset",
+    "tavily_cascade",
+    "tavily_mock",
+    "tavily_server",
+]
 
 TAVILY_URL = "https://api.tavily.com"
+
+
+class _TavilyOrYours:
+    """pytest-httpx's ``should_mock`` for a test using ``tavily_mock``.
+
+    Tavily's host is mocked; so is whatever the test's own
+    ``@pytest.mark.httpx_mock(should_mock=...)`` asks for; the rest goes out.
+    """
+
+    def __init__(self, yours: Callable[[Any], bool] | None) -> None:
+        self.yours = yours
+
+    def __call__(self, request: Any) -> bool:
+        from searchfuse.testing import should_mock
+
+        return should_mock(request) or (self.yours is not None and bool(self.yours(request)))
+
+
+def _mock_tavily_only(node: pytest.Item) -> None:
+    """Give ``node`` an ``httpx_mock`` marker whose ``should_mock`` spares other hosts."""
+    yours = None
+    for marker in node.iter_markers("httpx_mock"):
+        if "should_mock" in marker.kwargs:
+            yours = marker.kwargs["should_mock"]
+            break
+    if isinstance(yours, _TavilyOrYours):
+        return
+    # Prepended, so it is the closest marker and its should_mock is the one used.
+    node.add_marker(pytest.mark.httpx_mock(should_mock=_TavilyOrYours(yours)), append=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use ``tavily_mock`` mock Tavily's host only (pytest-httpx's ``should_mock``)."""
+    for item in items:
+        if "tavily_mock" in getattr(item, "fixturenames", ()):
+            _mock_tavily_only(item)
+
+
+@pytest.fixture(autouse=True)
+def searchfuse_reset() -> Iterator[None]:
+    """After every test, :func:`searchfuse.testing.reset`: guards and fake time start afresh."""
+    yield
+    from searchfuse.testing import reset
+
+    reset()
 
 
 @pytest.fixture
@@ -68,9 +126,13 @@ def tavily_mock(fake_tavily: FakeTavily, request: pytest.FixtureRequest) -> Fake
     """``fake_tavily``, answering every httpx request to ``https://api.tavily.com``.
 
     Mounted on pytest-httpx's ``httpx_mock`` as an optional, reusable
-    response, so a test that never searches does not fail. Yields the fake, for
-    fault injection and for reading what it received.
+    response, so a test that never searches does not fail. Only Tavily's host
+    is intercepted: an LLM client or any other httpx call in the same test
+    reaches its server. Yields the fake, for fault injection and for reading
+    what it received.
     """
+    if isinstance(request.node, pytest.Item):  # when the fixture is requested dynamically
+        _mock_tavily_only(request.node)
     try:
         httpx_mock = request.getfixturevalue("httpx_mock")
     except pytest.FixtureLookupError:

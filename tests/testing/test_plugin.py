@@ -1,10 +1,14 @@
 """The pytest plugin's fixtures, used exactly as docs/testing.md shows them."""
 
 import ast
+import http.server
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -13,7 +17,16 @@ import pytest
 
 import searchfuse
 from searchfuse import _clock
-from searchfuse.testing import DEFAULT_START, TEST_KEYS, FakeClock, FakeTavily, is_testing
+from searchfuse.testing import (
+    DEFAULT_START,
+    TEST_KEYS,
+    FakeClock,
+    FakeTavily,
+    is_testing,
+    reset,
+    should_mock,
+    testing_mode,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 PLUGIN = "searchfuse.testing.plugin"
@@ -230,3 +243,149 @@ def test_importing_the_plugin_imports_nothing_heavy() -> None:
     )
 
     assert out.stdout.strip() == "[]"
+
+
+# --- tavily_mock answers Tavily's host only ---------------------------------------------
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    """Another service in the same test: an LLM endpoint, say."""
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.dumps({"echo": json.loads(self.rfile.read(length) or b"null")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def other_service() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_other_hosts_pass_through_tavily_mock(tavily_mock: FakeTavily, other_service: str) -> None:
+    llm = httpx.post(f"{other_service}/v1/chat/completions", json={"prompt": "hi"}, timeout=5)
+    search = httpx.post(
+        "https://api.tavily.com/search",
+        json={"query": "capital of France"},
+        headers={"Authorization": f"Bearer {TEST_KEYS[0]}"},
+    )
+
+    assert llm.json() == {"echo": {"prompt": "hi"}}  # the real server answered
+    assert search.status_code == 200
+    assert [r.query for r in tavily_mock.searches] == ["capital of France"]
+    assert len(tavily_mock.requests) == 1  # the other call never reached the fake
+
+
+async def test_other_hosts_pass_through_tavily_mock_async(
+    tavily_mock: FakeTavily, other_service: str
+) -> None:
+    async with httpx.AsyncClient(timeout=5) as client:
+        llm = await client.post(f"{other_service}/v1/embeddings", json=[1, 2])
+    assert llm.json() == {"echo": [1, 2]}
+    assert tavily_mock.requests == []
+
+
+def test_tavily_mock_and_tavily_server_together(
+    tavily_mock: FakeTavily, tavily_server: str
+) -> None:
+    headers = {"Authorization": f"Bearer {TEST_KEYS[0]}"}
+    assert httpx.get(f"{tavily_server}/usage", headers=headers).status_code == 200
+    assert httpx.get("https://api.tavily.com/usage", headers=headers).status_code == 200
+    assert len(tavily_mock.usage_requests) == 2  # one fake, served both ways
+
+
+def test_should_mock_is_tavily_only() -> None:
+    assert should_mock(httpx.Request("POST", "https://api.tavily.com/search"))
+    for url in (
+        "https://api.openai.com/v1/chat/completions",
+        "http://127.0.0.1:8080/search",
+        "https://api.tavily.com.example.org/search",
+    ):
+        assert not should_mock(httpx.Request("POST", url))
+
+
+def test_a_tests_own_should_mock_is_kept(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import httpx
+        import pytest
+
+        @pytest.mark.httpx_mock(should_mock=lambda r: r.url.host == "llm.example")
+        def test_both_mocked(tavily_mock, httpx_mock):
+            httpx_mock.add_response(url="https://llm.example/v1", json={"ok": True})
+            assert httpx.get("https://llm.example/v1").json() == {"ok": True}
+            response = httpx.get(
+                "https://api.tavily.com/usage",
+                headers={"Authorization": "Bearer tvly-dev-test0001"},
+            )
+            assert response.status_code == 200
+            assert len(tavily_mock.usage_requests) == 1
+
+        def test_dynamic(request):
+            fake = request.getfixturevalue("tavily_mock")
+            with pytest.raises(httpx.ConnectError):
+                httpx.get("http://127.0.0.1:9/nothing-listens-here", timeout=2)
+            assert fake.requests == []
+        """
+    )
+
+    result = pytester.runpytest(*INNER)
+
+    result.assert_outcomes(passed=2)
+
+
+# --- nothing leaks from one test into the next -----------------------------------------
+
+
+def test_a_suite_wide_fake_clock_starts_afresh_in_every_test(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import searchfuse.testing
+
+        def pytest_configure(config):
+            searchfuse.testing.set_testing(True)
+        """
+    )
+    pytester.makepyfile(
+        """
+        from searchfuse import _clock
+        from searchfuse.testing import DEFAULT_START
+
+        def test_first():
+            assert _clock.now() == DEFAULT_START
+            _clock.sleep(3600)
+            assert _clock.now() == DEFAULT_START + 3600
+
+        def test_second():
+            assert _clock.now() == DEFAULT_START
+        """
+    )
+
+    result = pytester.runpytest(*INNER)
+
+    result.assert_outcomes(passed=2)
+
+
+def test_reset_rewinds_the_installed_fake_clock_and_leaves_real_time_alone() -> None:
+    with testing_mode() as clock:
+        clock.advance(120)
+        reset()
+        assert clock() == DEFAULT_START
+    before = _clock.now()
+    reset()  # real time: nothing to rewind
+    assert _clock.now() >= before
