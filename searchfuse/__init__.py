@@ -25,6 +25,7 @@ from searchfuse.errors import (
 from searchfuse.guard import (
     FileLookup,
     Fuse,
+    Guard,
     GuardState,
     MappingLookup,
     TurnBudget,
@@ -46,6 +47,7 @@ __all__ = [
     "Diagnosis",
     "FileLookup",
     "Fuse",
+    "Guard",
     "GuardState",
     "MappingLookup",
     "NoKeyAvailable",

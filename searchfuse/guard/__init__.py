@@ -1,6 +1,7 @@
 """The guard: the agent-facing rules in front of any web-search tool.
 
-``guard`` wraps a search callable and enforces, in order: local lookups
+``guard`` wraps a search callable in a :class:`Guard` (the rules and their
+state, public for integrations) enforces, in order: local lookups
 first (``checklist``), a TTL cache, the fuse (a hard stop on the first 429
 and refusal while the cooldown runs), and a per-turn search budget
 (``turn``). See :func:`guard` for the whole story.
@@ -9,7 +10,8 @@ and refusal while the cooldown runs), and a per-turn search budget
 from searchfuse.guard.cache import normalize_query, search_key
 from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import FileLookup, Lookup, MappingLookup, Passage
-from searchfuse.guard.decorator import GuardedFunction, GuardState, OnRefusal, guard, guard_state
+from searchfuse.guard.core import Guard, GuardState, reset_all
+from searchfuse.guard.decorator import Guarded, GuardedFunction, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
@@ -18,7 +20,9 @@ __all__ = [
     "Call",
     "FileLookup",
     "Fuse",
+    "Guard",
     "GuardState",
+    "Guarded",
     "GuardedFunction",
     "Lookup",
     "MappingLookup",
@@ -31,6 +35,7 @@ __all__ = [
     "guard",
     "guard_state",
     "normalize_query",
+    "reset_all",
     "search_key",
     "turn",
 ]

@@ -35,6 +35,7 @@ DEFAULT_CACHE_TTL = 900.0
 CacheKey = Callable[..., Hashable]
 
 _PLAIN = (str, int, float, bool, bytes, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 # cachetools caches are not thread-safe, and one cache instance may be shared
 # by several guards; one lock for every guard's cache and in-flight table is
@@ -86,13 +87,18 @@ def search_key(query: str, /, **params: Any) -> Hashable:
     query = " ".join(query.split()).casefold()  # normalize_query, inlined: the hot path
     if not params:
         return (query,)
-    return (query, tuple(sorted([(k, canonical(v)) for k, v in params.items()])))
+    plain = _PLAIN_TYPES
+    return (
+        query,
+        tuple(sorted([(k, v if type(v) in plain else canonical(v)) for k, v in params.items()])),
+    )
 
 
 def make_cache(
-    cache: bool | MutableMapping[Any, Any] | None,
+    cache: bool | str | MutableMapping[Any, Any] | None,
     *,
     timer: Callable[[], float],
+    router: Any = None,
 ) -> MutableMapping[Any, Any] | None:
     """The cache a guard uses for its ``cache=`` argument.
 

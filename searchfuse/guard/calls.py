@@ -47,13 +47,25 @@ class Binder:
     argument is the query and the others are kept as ``arg0``, ``arg1``...
     """
 
-    __slots__ = ("_positional", "_signature", "_template", "tool")
+    __slots__ = (
+        "_covered",
+        "_positional",
+        "_query",
+        "_required",
+        "_signature",
+        "_template",
+        "tool",
+    )
 
     def __init__(self, signature: inspect.Signature | None, *, tool: str) -> None:
         self.tool = tool
         self._signature = signature
         self._template: dict[str, Any] | None = None
         self._positional: tuple[str, ...] = ()
+        self._required: tuple[str, ...] = ()
+        # Positional arguments that, once given, leave no required parameter unset.
+        self._covered = 0
+        self._query: str | None = None
         parameters = list(signature.parameters.values()) if signature is not None else []
         # The common shape (named parameters, no *args/**kwargs/positional-only)
         # is bound by hand: inspect.Signature.bind costs more than all the
@@ -66,35 +78,51 @@ class Binder:
             self._positional = tuple(
                 p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
             )
+            self._required = tuple(name for name, v in self._template.items() if v is _REQUIRED)
+            self._covered = len(self._positional) + 1
+            if self._positional[: len(self._required)] == self._required:
+                self._covered = len(self._required)
+            self._query = next((name for name in QUERY_NAMES if name in self._template), None)
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
         """The :class:`Call` for these arguments."""
+        query, params = self.read(args, kwargs)
+        return Call(query, params, self.tool)
+
+    def read(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The query and the other arguments by name (no :class:`Call` built: the hot path)."""
         arguments = self._bind_simple(args, kwargs)
         if arguments is None:
             arguments = self._bind_general(args, kwargs)
+        name = self._query
+        if name is not None and isinstance(arguments.get(name), str):
+            return arguments.pop(name), arguments
         for name in QUERY_NAMES:
             if isinstance(arguments.get(name), str):
-                return Call(arguments.pop(name), arguments, self.tool)
+                return arguments.pop(name), arguments
         for name, value in arguments.items():
             if isinstance(value, str):
                 del arguments[name]
-                return Call(value, arguments, self.tool)
-        return Call("", arguments, self.tool)
+                return value, arguments
+        return "", arguments
 
     def _bind_simple(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         template = self._template
         if template is None or len(args) > len(self._positional):
             return None
         arguments = template.copy()
-        arguments.update(zip(self._positional, args, strict=False))
+        if args:
+            arguments.update(zip(self._positional, args, strict=False))
         if kwargs:
             taken = self._positional[: len(args)]
             for name, value in kwargs.items():
                 if name not in template or name in taken:
                     return None  # let the general path raise the proper TypeError
                 arguments[name] = value
-        if any(value is _REQUIRED for value in arguments.values()):
-            return None
+        if len(args) < self._covered:
+            for name in self._required:
+                if arguments[name] is _REQUIRED:
+                    return None
         return arguments
 
     def _bind_general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,543 +1,86 @@
 """``guard()``: put the agent-facing rules in front of any web-search tool.
 
-The wrapper is a :class:`wrapt.FunctionWrapper`, so the guarded tool keeps
-its signature, name, docstring, ``__wrapped__`` and coroutine-ness, and works
-on functions, methods, classmethods and static methods alike. Coroutine
-functions get their own small code path (:meth:`_Guard.arun`); the rules and
-their order are the same on both.
+The rules and their state are a :class:`~searchfuse.Guard`; ``guard()``
+wraps the tool in a :class:`wrapt.FunctionWrapper` that hands each call to
+it. The guarded tool keeps its signature, name, docstring, ``__wrapped__``
+and coroutine-ness, and works on functions, methods, classmethods and static
+methods alike.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import inspect
-import logging
-import math
-import threading
-from collections.abc import Callable, Hashable, Iterable, MutableMapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar, cast, overload
+from collections.abc import Callable, Coroutine, Hashable, Iterable, MutableMapping
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 import wrapt
 
 from searchfuse import _clock
-from searchfuse.errors import RateLimited, SearchRefused
-from searchfuse.guard.cache import CACHE_LOCK, CacheKey, cache_size, make_cache, search_key
-from searchfuse.guard.calls import Binder, Call
-from searchfuse.guard.checklist import Lookup, aconsult, consult
-from searchfuse.guard.delegation import RouterLike, router_arguments
-from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse, cooldown_after, is_rate_limit
-from searchfuse.guard.turns import TurnBudget, current_turn_id
+from searchfuse.errors import SearchRefused
+from searchfuse.guard.cache import CacheKey, search_key
+from searchfuse.guard.calls import Binder
+from searchfuse.guard.checklist import Lookup
+from searchfuse.guard.core import _MISS, DEFAULT_MIN_INTERVAL, Guard, GuardState, _Flow
+from searchfuse.guard.delegation import RouterLike
+from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse
+from searchfuse.guard.turns import TurnBudget
 
-__all__ = ["GuardState", "GuardedFunction", "OnRefusal", "guard", "guard_state"]
+__all__ = [
+    "DEFAULT_MIN_INTERVAL",
+    "GuardState",
+    "Guarded",
+    "GuardedFunction",
+    "OnRefusal",
+    "guard",
+    "guard_state",
+]
 
-logger = logging.getLogger("searchfuse.guard")
-
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+Q = ParamSpec("Q")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 #: What a guarded tool does with a refusal: raise it, return its message, or
 #: return what the callable makes of it.
 OnRefusal: TypeAlias = Literal["raise", "return"] | Callable[[SearchRefused], Any]
 
-#: Seconds within which calls outside any explicit turn count as one burst.
-DEFAULT_MIN_INTERVAL = 2.0
 
-_MISS: Any = object()
+class Guarded(Protocol[P, R_co]):
+    """What type checkers see of a guarded tool: the tool's own call, plus :meth:`guard_state`.
 
-
-@dataclass(frozen=True, slots=True)
-class GuardState:
-    """A snapshot of one guarded tool, for status lines and tests.
-
-    Returned by ``tool.guard_state()`` and :func:`guard_state`. The turn
-    figures are for the caller's turn: the innermost :func:`~searchfuse.turn`
-    around the call, or outside any, the implicit burst (``0`` searches when
-    the next call would start a new one).
+    With ``on_refusal="return"`` the result type is the tool's or ``str``
+    (the refusal's message); with a handler, the tool's or the handler's.
     """
 
-    #: The explicit turn the caller is in, or ``None`` outside any ``turn()``.
-    turn_id: str | None
-    #: Searches the caller's turn has spent on this guard's budget.
-    turn_searches: int
-    #: The guard's limit per turn (``None``: unlimited).
-    per_turn: int | None
-    #: Whether the fuse is tripped (a cooldown runs).
-    fuse_tripped: bool
-    #: Seconds of cooldown left (``0.0`` when the fuse is not tripped).
-    cooldown_left: float
-    #: Entries in the cache now (``0`` without a cache).
-    cache_size: int
-    #: The cache's capacity, when it has one.
-    cache_maxsize: int | None
-    #: Calls that reached the backend since the guard was made.
-    searches: int
-    #: Calls answered from the cache, or by sharing an identical call in flight.
-    cache_hits: int
-    #: Calls answered by a checklist hook.
-    checklist_answers: int
-    #: Refusals handed out (turn limit, cooldown, 429, no key).
-    refusals: int
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
-    @property
-    def turn_searches_left(self) -> int | None:
-        """Searches the caller's turn may still make (``None``: unlimited)."""
-        if self.per_turn is None:
-            return None
-        return max(0, self.per_turn - self.turn_searches)
+    def guard_state(self) -> GuardState:
+        """What the guard knows now: turn count, fuse, cooldown left, cache size, counters."""
+        ...
 
-    def __str__(self) -> str:
-        limit = "unlimited" if self.per_turn is None else str(self.per_turn)
-        if self.fuse_tripped:
-            fuse = f"cooling down, {math.ceil(self.cooldown_left)} s left"
-        else:
-            fuse = "ready"
-        capacity = f"/{self.cache_maxsize}" if self.cache_maxsize is not None else ""
-        return (
-            f"searches this turn: {self.turn_searches}/{limit} · fuse: {fuse} · "
-            f"cache: {self.cache_size}{capacity}"
-        )
+    @overload
+    def __get__(self, instance: None, owner: type[Any], /) -> Guarded[P, R_co]: ...
+
+    @overload
+    def __get__(
+        self: Guarded[Concatenate[Any, Q], R_co], instance: object, owner: type[Any], /
+    ) -> Guarded[Q, R_co]: ...
 
 
-class _Stats:
-    """Counters behind :class:`GuardState`; a lock because ``+=`` is not atomic across threads."""
-
-    __slots__ = ("_lock", "cache_hits", "checklist_answers", "refusals", "searches")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.searches = 0
-        self.cache_hits = 0
-        self.checklist_answers = 0
-        self.refusals = 0
-
-    def searched(self) -> None:
-        with self._lock:
-            self.searches += 1
-
-    def hit(self) -> None:
-        with self._lock:
-            self.cache_hits += 1
-
-    def answered(self) -> None:
-        with self._lock:
-            self.checklist_answers += 1
-
-    def refused(self) -> None:
-        with self._lock:
-            self.refusals += 1
+class _Decorate(Protocol):
+    def __call__(self, func: Callable[P, R], /) -> Guarded[P, R]: ...
 
 
-class _Guard:
-    """The rules of one guarded tool, and the state they keep."""
+class _DecorateReturning(Protocol[T_co]):
+    @overload
+    def __call__(
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> Guarded[P, Coroutine[Any, Any, R | T_co]]: ...
 
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        *,
-        per_turn: int | None,
-        min_interval: float,
-        checklist: tuple[Lookup, ...],
-        cache: bool | MutableMapping[Any, Any] | None,
-        cache_key: CacheKey,
-        cooldown: float,
-        router: RouterLike | None,
-        inject: str | None,
-        adapt: Callable[[Any], Any] | None,
-        on_refusal: OnRefusal,
-        budget: TurnBudget | None,
-        fuse: Fuse | None,
-        clock: _clock.Clock | None,
-    ) -> None:
-        self.name = _tool_name(func)
-        self.per_turn = per_turn
-        self.min_interval = min_interval
-        self.checklist = checklist
-        self.cache_key = cache_key
-        self.cooldown = cooldown
-        self.router = router
-        self.inject = inject
-        self.adapt = adapt
-        self.on_refusal = on_refusal
-        self.budget = budget if budget is not None else TurnBudget()
-        self.fuse = fuse if fuse is not None else Fuse()
-        self.clock = clock
-        self.cache = make_cache(cache, timer=self.now)
-        self.stats = _Stats()
-        self.flights: dict[Hashable, concurrent.futures.Future[Any]] = {}
-        self.aflights: dict[Hashable, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
-        # Reading the call (binding it to the signature) is only needed by
-        # the rules that look at arguments; a bare pass-through skips it.
-        self.reads_call = (
-            bool(checklist) or self.cache is not None or (router is not None and inject is None)
-        )
-        self._binders: dict[bool, Binder] = {}
-
-    def now(self) -> float:
-        """The guard's clock; the module default is looked up per call so tests can swap it."""
-        clock = self.clock
-        return clock() if clock is not None else _clock.now()
-
-    # -- reading a call ------------------------------------------------------
-
-    def binder(self, wrapped: Callable[..., Any], instance: Any) -> Binder:
-        # wrapt hands over a bound callable whenever there is an instance
-        # (method, classmethod, or ``Class.method(obj, ...)``), else the plain
-        # one; one guard wraps one callable, so two binders cover it.
-        bound = instance is not None
-        binder = self._binders.get(bound)
-        if binder is not None:
-            return binder
-        try:
-            signature: inspect.Signature | None = inspect.signature(wrapped)
-        except (TypeError, ValueError):
-            signature = None
-        if signature is not None and self.inject is not None:
-            # The caller never passes the injected key: the router supplies it.
-            parameters = [p for p in signature.parameters.values() if p.name != self.inject]
-            signature = signature.replace(parameters=parameters)
-        binder = self._binders[bound] = Binder(signature, tool=self.name)
-        return binder
-
-    def read(
-        self,
-        wrapped: Callable[..., Any],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Call:
-        return self.binder(wrapped, instance)(args, kwargs)
-
-    # -- refusals ------------------------------------------------------------
-
-    def refused(self, refusal: SearchRefused) -> Any:
-        """What the caller gets for ``refusal``, per ``on_refusal``."""
-        self.stats.refused()
-        logger.info("%s: search refused (%s)", self.name, refusal.reason)
-        if self.on_refusal == "raise":
-            raise refusal
-        if self.on_refusal == "return":
-            return refusal.message
-        return self.on_refusal(refusal)
-
-    def tripped(self, exc: BaseException) -> RateLimited:
-        """Trip the fuse for the 429 ``exc``; the :class:`RateLimited` to raise."""
-        now = self.now()
-        seconds = cooldown_after(exc, now=now, default=self.cooldown)
-        left = self.fuse.trip(seconds, now=now)
-        logger.warning(
-            "%s: the search backend answered 429; refusing searches for %.1f s", self.name, left
-        )
-        if isinstance(exc, RateLimited):
-            if exc.retry_after == left:
-                return exc
-            return RateLimited(left, key=exc.key)
-        return RateLimited(left)
-
-    # -- the synchronous path --------------------------------------------------
-
-    def run(
-        self,
-        wrapped: Callable[..., Any],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """The guarded call of a plain (synchronous) tool."""
-        try:
-            if not self.reads_call:
-                return self.search(wrapped, None, args, kwargs)
-            call = self.read(wrapped, instance, args, kwargs)
-            if self.checklist:
-                answer = consult(self.checklist, call)
-                if answer is not None:
-                    self.stats.answered()
-                    return answer
-            if self.cache is None:
-                return self.search(wrapped, call, args, kwargs)
-            return self.search_shared(self.cache, wrapped, call, args, kwargs)
-        except SearchRefused as refusal:
-            return self.refused(refusal)
-
-    def search_shared(
-        self,
-        cache: MutableMapping[Any, Any],
-        wrapped: Callable[..., Any],
-        call: Call,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """Serve ``call`` from the cache, from an identical call in flight, or search."""
-        key = self.cache_key(call.query, **call.params)
-        while True:
-            with CACHE_LOCK:
-                hit = _lookup(cache, key)
-                if hit is _MISS:
-                    mine: concurrent.futures.Future[Any] = concurrent.futures.Future()
-                    flight = self.flights.setdefault(key, mine)
-            if hit is not _MISS:
-                self.stats.hit()
-                return hit
-            if flight is mine:
-                break  # we lead: search below, then answer everyone waiting
-            try:
-                result = flight.result()
-            except concurrent.futures.CancelledError:
-                continue  # the leader was interrupted, not answered: try again
-            self.stats.hit()
-            return result
-
-        try:
-            result = self.search(wrapped, call, args, kwargs)
-        except BaseException as exc:
-            with CACHE_LOCK:
-                self.flights.pop(key, None)
-            # Errors and refusals are shared with the calls waiting now, never cached.
-            if isinstance(exc, Exception):
-                flight.set_exception(exc)
-            else:
-                flight.cancel()
-            raise
-        with CACHE_LOCK:
-            # The cache is filled before the flight ends, so a call arriving
-            # in between finds one or the other, never neither.
-            _store(cache, key, result)
-            self.flights.pop(key, None)
-        flight.set_result(result)
-        return result
-
-    def search(
-        self,
-        wrapped: Callable[..., Any],
-        call: Call | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """Fuse, router availability, turn budget, then the backend."""
-        now = self.now()
-        self.fuse.check(now)
-        if self.router is not None:
-            self.router.ensure_available()
-        reservation = self.budget.reserve(self.per_turn, min_interval=self.min_interval, now=now)
-        self.stats.searched()
-        try:
-            result = self.backend(wrapped, call, args, kwargs)
-        except Exception as exc:
-            if not is_rate_limit(exc):
-                raise
-            stop = self.tripped(exc)
-            if stop is exc:
-                raise
-            raise stop from exc
-        finally:
-            self.budget.release(reservation, now=self.now())
-        return result if self.adapt is None else self.adapt(result)
-
-    def backend(
-        self,
-        wrapped: Callable[..., Any],
-        call: Call | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        router = self.router
-        if router is None:
-            return wrapped(*args, **kwargs)
-        inject = self.inject
-        if inject is not None:
-            return router.call(lambda key: wrapped(*args, **{**kwargs, inject: key}))
-        assert call is not None
-        return router.search(call.query, **router_arguments(call))
-
-    # -- the asynchronous path -------------------------------------------------
-
-    async def arun(
-        self,
-        wrapped: Callable[..., Any],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """The guarded call of a coroutine-function tool."""
-        try:
-            if not self.reads_call:
-                return await self.asearch(wrapped, None, args, kwargs)
-            call = self.read(wrapped, instance, args, kwargs)
-            if self.checklist:
-                answer = await aconsult(self.checklist, call)
-                if answer is not None:
-                    self.stats.answered()
-                    return answer
-            if self.cache is None:
-                return await self.asearch(wrapped, call, args, kwargs)
-            return await self.asearch_shared(self.cache, wrapped, call, args, kwargs)
-        except SearchRefused as refusal:
-            result = self.refused(refusal)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-
-    async def asearch_shared(
-        self,
-        cache: MutableMapping[Any, Any],
-        wrapped: Callable[..., Any],
-        call: Call,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """Async twin of :meth:`search_shared`; sharing happens within one event loop."""
-        key = self.cache_key(call.query, **call.params)
-        loop = asyncio.get_running_loop()
-        while True:
-            with CACHE_LOCK:
-                hit = _lookup(cache, key)
-                if hit is _MISS:
-                    mine = (loop, loop.create_future())
-                    entry = self.aflights.setdefault(key, mine)
-            if hit is not _MISS:
-                self.stats.hit()
-                return hit
-            if entry is mine:
-                break  # we lead: search below, then answer everyone waiting
-            if entry[0] is not loop:
-                # Another event loop (another thread) runs the same search; its
-                # future cannot be awaited from here, so search on our own.
-                return await self.asearch_alone(cache, key, wrapped, call, args, kwargs)
-            shared = entry[1]
-            try:
-                # shield: a waiter being cancelled must not cancel the shared search.
-                result = await asyncio.shield(shared)
-            except asyncio.CancelledError:
-                if shared.cancelled() and not _being_cancelled():
-                    continue  # the leader was cancelled, not answered: try again
-                raise
-            self.stats.hit()
-            return result
-
-        flight = mine[1]
-        try:
-            result = await self.asearch(wrapped, call, args, kwargs)
-        except BaseException as exc:
-            with CACHE_LOCK:
-                if self.aflights.get(key) is mine:
-                    del self.aflights[key]
-            if isinstance(exc, Exception):
-                flight.set_exception(exc)
-                flight.exception()  # retrieved: nobody waiting is not an error
-            else:
-                flight.cancel()
-            raise
-        with CACHE_LOCK:
-            _store(cache, key, result)
-            if self.aflights.get(key) is mine:
-                del self.aflights[key]
-        flight.set_result(result)
-        return result
-
-    async def asearch_alone(
-        self,
-        cache: MutableMapping[Any, Any],
-        key: Hashable,
-        wrapped: Callable[..., Any],
-        call: Call,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        result = await self.asearch(wrapped, call, args, kwargs)
-        with CACHE_LOCK:
-            _store(cache, key, result)
-        return result
-
-    async def asearch(
-        self,
-        wrapped: Callable[..., Any],
-        call: Call | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """Async twin of :meth:`search`."""
-        now = self.now()
-        self.fuse.check(now)
-        if self.router is not None:
-            self.router.ensure_available()
-        # Reserved synchronously, before any await: the lock is never held
-        # across a suspension point.
-        reservation = self.budget.reserve(self.per_turn, min_interval=self.min_interval, now=now)
-        self.stats.searched()
-        try:
-            result = await self.abackend(wrapped, call, args, kwargs)
-        except Exception as exc:
-            if not is_rate_limit(exc):
-                raise
-            stop = self.tripped(exc)
-            if stop is exc:
-                raise
-            raise stop from exc
-        finally:
-            self.budget.release(reservation, now=self.now())
-        return result if self.adapt is None else self.adapt(result)
-
-    async def abackend(
-        self,
-        wrapped: Callable[..., Any],
-        call: Call | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        router = self.router
-        if router is None:
-            return await wrapped(*args, **kwargs)
-        inject = self.inject
-        if inject is not None:
-            return await router.acall(lambda key: wrapped(*args, **{**kwargs, inject: key}))
-        assert call is not None
-        return await router.asearch(call.query, **router_arguments(call))
-
-    # -- introspection -----------------------------------------------------------
-
-    def state(self) -> GuardState:
-        now = self.now()
-        left = self.fuse.remaining(now)
-        size, maxsize = 0, None
-        if self.cache is not None:
-            with CACHE_LOCK:
-                size = cache_size(self.cache)
-            maxsize = getattr(self.cache, "maxsize", None)
-        stats = self.stats
-        return GuardState(
-            turn_id=current_turn_id(),
-            turn_searches=self.budget.spent(min_interval=self.min_interval, now=now),
-            per_turn=self.per_turn,
-            fuse_tripped=left > 0,
-            cooldown_left=left,
-            cache_size=size,
-            cache_maxsize=int(maxsize) if maxsize is not None else None,
-            searches=stats.searches,
-            cache_hits=stats.cache_hits,
-            checklist_answers=stats.checklist_answers,
-            refusals=stats.refusals,
-        )
-
-
-def _lookup(cache: MutableMapping[Any, Any], key: Hashable) -> Any:
-    # One __getitem__ instead of get()'s __contains__ + __getitem__: a TTL
-    # cache reads the clock in each.
-    try:
-        return cache[key]
-    except KeyError:
-        return _MISS
-
-
-def _store(cache: MutableMapping[Any, Any], key: Hashable, value: Any) -> None:
-    # A value larger than the whole cache (cachetools' getsizeof) is served uncached.
-    with contextlib.suppress(ValueError):
-        cache[key] = value
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> Guarded[P, R | T_co]: ...
 
 
 def _unwrap_descriptor(func: Any) -> Any:
@@ -582,50 +125,182 @@ class GuardedFunction(wrapt.FunctionWrapper[..., Any]):
 
     It keeps the wrapped callable's signature, name, docstring,
     ``__wrapped__`` and coroutine-ness, binds as a method, classmethod or
-    static method like the original, and adds :meth:`guard_state`.
+    static method like the original, and adds :meth:`guard_state` and
+    :attr:`guard`.
     """
 
     # No class-level annotation for ``_self_guard``: it would give the proxy an
     # ``__annotations__`` of its own and hide the wrapped function's.
 
+    @property
+    def guard(self) -> Guard:
+        """The :class:`~searchfuse.Guard` holding this tool's rules and state."""
+        core: Guard = self._self_guard
+        return core
+
     def guard_state(self) -> GuardState:
         """What the guard knows now: turn count, fuse, cooldown left, cache size, counters."""
-        core: _Guard = self._self_guard
+        core: Guard = self._self_guard
         return core.state()
 
 
 def guard_state(tool: Callable[..., Any]) -> GuardState:
     """The :class:`GuardState` of a guarded tool (or of a method bound from one).
 
-    The same as ``tool.guard_state()``, for code that wants the type checker
-    to know the tool is guarded. Raises :class:`TypeError` for a tool that
-    is not.
+    The same as ``tool.guard_state()``. Raises :class:`TypeError` for a tool
+    that is not guarded.
     """
     core = getattr(tool, "_self_guard", None)
-    if not isinstance(core, _Guard):
+    if not isinstance(core, Guard):
         raise TypeError(f"{tool!r} is not guarded by searchfuse.guard")
     return core.state()
 
 
+class _Shell:
+    """Hands each call of one guarded tool to its :class:`Guard`, then applies ``on_refusal``."""
+
+    __slots__ = ("_binders", "core", "looks_up_first", "on_refusal", "reads_call", "routed")
+
+    def __init__(self, core: Guard, on_refusal: OnRefusal) -> None:
+        self.core = core
+        self.on_refusal = on_refusal
+        # Reading the call (binding it to the signature) is only needed by
+        # the rules that look at arguments; a bare pass-through skips it.
+        self.routed = core.router is not None and core.inject is None
+        self.reads_call = bool(core.checklist) or core.cache is not None or self.routed
+        # A cache hit is answered before any flow starts (the checklist, when
+        # there is one, must be asked first, so then the flow does it all).
+        self.looks_up_first = core.cache is not None and not core.checklist
+        self._binders: dict[bool, Binder] = {}
+
+    def binder(self, wrapped: Callable[..., Any], instance: Any) -> Binder:
+        # wrapt hands over a bound callable whenever there is an instance
+        # (method, classmethod, or ``Class.method(obj, ...)``), else the plain
+        # one; one guard wraps one callable, so two binders cover it.
+        bound = instance is not None
+        binder = self._binders.get(bound)
+        if binder is not None:
+            return binder
+        try:
+            signature: inspect.Signature | None = inspect.signature(wrapped)
+        except (TypeError, ValueError):
+            signature = None
+        inject = self.core.inject
+        if signature is not None and inject is not None:
+            # The caller never passes the injected key: the router supplies it.
+            parameters = [p for p in signature.parameters.values() if p.name != inject]
+            signature = signature.replace(parameters=parameters)
+        binder = self._binders[bound] = Binder(signature, tool=self.core.name)
+        return binder
+
+    def backend(
+        self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Callable[..., Any] | None:
+        if self.routed:
+            return None  # the router searches; the function body never runs
+        inject = self.core.inject
+        if inject is not None:
+            return lambda key: wrapped(*args, **{**kwargs, inject: key})
+        return lambda: wrapped(*args, **kwargs)
+
+    def refused(self, refusal: SearchRefused) -> Any:
+        on_refusal = self.on_refusal
+        if on_refusal == "raise":
+            raise refusal
+        if on_refusal == "return":
+            return refusal.message
+        return on_refusal(refusal)
+
+    def start(
+        self,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Any, _Flow | None, str | None, dict[str, Any] | None]:
+        """``(hit, None, ...)`` for a cache hit, else ``(_MISS, flow, query, params)``."""
+        query: str | None = None
+        params: dict[str, Any] | None = None
+        key: Hashable = None
+        core = self.core
+        if self.reads_call:
+            query, params = self.binder(wrapped, instance).read(args, kwargs)
+            if self.looks_up_first:
+                key = core.cache_key(query, **params)
+                hit = core._hit(key)
+                if hit is not _MISS:
+                    return hit, None, query, params
+        return _MISS, core._flow(query, params, key), query, params
+
+    def __call__(
+        self,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        try:
+            hit, flow, query, params = self.start(wrapped, instance, args, kwargs)
+            if flow is None:
+                return hit
+            return self.core._drive(flow, query, params, self.backend(wrapped, args, kwargs))
+        except SearchRefused as refusal:
+            return self.refused(refusal)
+
+    async def acall(
+        self,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        try:
+            hit, flow, query, params = self.start(wrapped, instance, args, kwargs)
+            if flow is None:
+                return hit
+            backend = self.backend(wrapped, args, kwargs)
+            return await self.core._adrive(flow, query, params, backend)
+        except SearchRefused as refusal:
+            answer = self.refused(refusal)
+            return await answer if inspect.isawaitable(answer) else answer
+
+
+def _check_callable(func: Any) -> None:
+    target = _unwrap_descriptor(func)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        kind = "an async generator" if inspect.isasyncgenfunction(target) else "a generator"
+        raise TypeError(
+            f"guard() cannot guard {_tool_name(func)}(): it is {kind} function, so its "
+            "results would be produced after the guard returned (a 429 while producing "
+            "them would escape the fuse, and the cache would hold a spent generator). "
+            "Return a list instead, e.g. `return list(results)`."
+        )
+    if not callable(target):
+        raise TypeError(f"guard() needs a callable search tool, got {func!r}")
+
+
+_RefusalHandler = Callable[[SearchRefused], Any]
+
+
 @overload
 def guard(
-    func: F,
+    func: Callable[P, R],
     /,
     *,
-    per_turn: int | None = 1,
-    min_interval: float = DEFAULT_MIN_INTERVAL,
-    checklist: Iterable[Lookup] = (),
-    cache: bool | MutableMapping[Any, Any] = True,
-    cache_key: CacheKey = search_key,
-    cooldown: float = DEFAULT_COOLDOWN,
-    router: RouterLike | None = None,
-    inject: str | None = None,
-    adapt: Callable[[Any], Any] | None = None,
-    on_refusal: OnRefusal = "raise",
-    budget: TurnBudget | None = None,
-    fuse: Fuse | None = None,
-    clock: _clock.Clock | None = None,
-) -> F: ...
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Literal["raise"] = ...,
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> Guarded[P, R]: ...
 
 
 @overload
@@ -633,30 +308,114 @@ def guard(
     func: None = None,
     /,
     *,
-    per_turn: int | None = 1,
-    min_interval: float = DEFAULT_MIN_INTERVAL,
-    checklist: Iterable[Lookup] = (),
-    cache: bool | MutableMapping[Any, Any] = True,
-    cache_key: CacheKey = search_key,
-    cooldown: float = DEFAULT_COOLDOWN,
-    router: RouterLike | None = None,
-    inject: str | None = None,
-    adapt: Callable[[Any], Any] | None = None,
-    on_refusal: OnRefusal = "raise",
-    budget: TurnBudget | None = None,
-    fuse: Fuse | None = None,
-    clock: _clock.Clock | None = None,
-) -> Callable[[F], F]: ...
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Literal["raise"] = ...,
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> _Decorate: ...
+
+
+@overload
+def guard(
+    func: None = None,
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Literal["return"],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> _DecorateReturning[str]: ...
+
+
+@overload
+def guard(
+    func: None = None,
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Callable[[SearchRefused], T],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> _DecorateReturning[T]: ...
+
+
+@overload
+def guard(
+    func: Callable[P, Coroutine[Any, Any, R]],
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Literal["return"],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> Guarded[P, Coroutine[Any, Any, R | str]]: ...
+
+
+@overload
+def guard(
+    func: Callable[P, R],
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Literal["return"],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> Guarded[P, R | str]: ...
 
 
 def guard(
-    func: F | None = None,
+    func: Callable[..., Any] | None = None,
     /,
     *,
     per_turn: int | None = 1,
     min_interval: float = DEFAULT_MIN_INTERVAL,
     checklist: Iterable[Lookup] = (),
-    cache: bool | MutableMapping[Any, Any] = True,
+    cache: bool | str | MutableMapping[Any, Any] = True,
     cache_key: CacheKey = search_key,
     cooldown: float = DEFAULT_COOLDOWN,
     router: RouterLike | None = None,
@@ -666,7 +425,7 @@ def guard(
     budget: TurnBudget | None = None,
     fuse: Fuse | None = None,
     clock: _clock.Clock | None = None,
-) -> F | Callable[[F], F]:
+) -> Any:
     """Guard a web-search tool so an agent cannot burn its search budget.
 
     Use it bare (``@guard``), with options (``@guard(per_turn=2)``), or on an
@@ -755,44 +514,33 @@ def guard(
             every time decision; defaults to searchfuse's clock, which
             ``searchfuse.testing`` can replace.
     """
-    if per_turn is not None and (
-        isinstance(per_turn, bool) or not isinstance(per_turn, int) or per_turn < 0
-    ):
-        raise ValueError(f"per_turn must be None or an integer >= 0, got {per_turn!r}")
-    for name, value in (("min_interval", min_interval), ("cooldown", cooldown)):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
     if on_refusal not in ("raise", "return") and not callable(on_refusal):
         raise ValueError(f"on_refusal must be 'raise', 'return' or a callable, got {on_refusal!r}")
-    hooks = tuple(checklist)
-    for hook in hooks:
-        if not callable(hook):
-            raise TypeError(f"checklist hooks must be callables (query, call), got {hook!r}")
-    if inject is not None and router is None:
-        raise ValueError("inject= needs router=: the router chooses the key to inject")
+    options: dict[str, Any] = {
+        "per_turn": per_turn,
+        "min_interval": min_interval,
+        "checklist": tuple(checklist),
+        "cache": cache,
+        "cache_key": cache_key,
+        "cooldown": cooldown,
+        "router": router,
+        "inject": inject,
+        "adapt": adapt,
+        "budget": budget,
+        "fuse": fuse,
+        "clock": clock,
+    }
+    # Bad options fail here, at decoration, not at the first search.
+    Guard(**{**options, "cache": False})
 
-    def decorate(func: F) -> F:
+    def decorate(func: Callable[..., Any]) -> Any:
+        _check_callable(func)
         if inject is not None:
             _check_inject(func, inject)
-        core = _Guard(
-            func,
-            per_turn=per_turn,
-            min_interval=min_interval,
-            checklist=hooks,
-            cache=cache,
-            cache_key=cache_key,
-            cooldown=cooldown,
-            router=router,
-            inject=inject,
-            adapt=adapt,
-            on_refusal=on_refusal,
-            budget=budget,
-            fuse=fuse,
-            clock=clock,
-        )
-        guarded = GuardedFunction(func, core.arun if _is_async(func) else core.run)
-        guarded.__self_setattr__("_self_guard", core)  # kept on the proxy, not the function
-        return cast(F, guarded)
+        shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal)
+        guarded = GuardedFunction(func, shell.acall if _is_async(func) else shell)
+        guarded.__self_setattr__("_self_guard", shell.core)  # kept on the proxy, not the function
+        return guarded
 
     if func is None:
         return decorate

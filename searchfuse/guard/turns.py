@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import os
 import threading
-import uuid
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from types import TracebackType
@@ -47,6 +48,12 @@ _current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 )
 
 
+# Fresh turn ids: a per-process random prefix and a counter (uuid4 per turn
+# cost more than the rest of a guarded call).
+_PREFIX = os.urandom(4).hex()
+_TURN_NUMBERS = itertools.count(1)
+
+
 class Turn:
     """One assistant turn, usable as ``with`` and ``async with``.
 
@@ -65,8 +72,8 @@ class Turn:
     __slots__ = ("id",)
 
     def __init__(self, id: str | None = None) -> None:
-        #: The turn's id: the one given, or a fresh random one.
-        self.id: str = str(id) if id is not None else f"turn-{uuid.uuid4().hex[:12]}"
+        #: The turn's id: the one given, or a fresh one unique in this process.
+        self.id: str = str(id) if id is not None else f"turn-{_PREFIX}-{next(_TURN_NUMBERS)}"
 
     def __repr__(self) -> str:
         return f"Turn(id={self.id!r})"
@@ -146,7 +153,9 @@ class TurnBudget:
         # Named turns stay counted after their scope exits: an integration may
         # enter ``turn(id=...)`` once per tool call of the same reply. Oldest
         # first (insertion order), so forgetting drops the oldest turn.
-        self._spent: dict[Hashable, int] = {}
+        # An OrderedDict: forgetting the oldest is popitem(last=False), O(1),
+        # where deleting a plain dict's first key degrades to O(n).
+        self._spent: OrderedDict[Hashable, int] = OrderedDict()
         self._implicit_ids = itertools.count(1)
         self._implicit: Hashable = ("implicit", 0)
         self._implicit_in_flight = 0
@@ -160,15 +169,16 @@ class TurnBudget:
 
         ``per_turn=None`` means unlimited (the search is still counted).
         """
-        turn_id = current_turn_id()
+        scope = _current.get()
+        turn_id = scope.turn_id if scope is not None else None
         with self._lock:
             key = turn_id if turn_id is not None else self._join_implicit(min_interval, now)
             spent = self._spent.get(key, 0)
             allowed = per_turn is None or spent < per_turn
             if allowed:
                 self._spent[key] = spent + 1
-                if len(self._spent) > self._remember:
-                    del self._spent[next(iter(self._spent))]
+                if not spent and len(self._spent) > self._remember:
+                    self._spent.popitem(last=False)
             elif turn_id is None:
                 # A refused call is still part of the burst: it ends now.
                 self._leave_implicit(now)
@@ -176,11 +186,29 @@ class TurnBudget:
             raise TurnLimitReached(per_turn if per_turn is not None else 0)
         return Reservation(key, implicit=turn_id is None)
 
-    def release(self, reservation: Reservation, *, now: float) -> None:
-        """Mark the reserved search finished (it stays counted in its turn)."""
-        if reservation.implicit:
+    def release(self, reservation: Reservation, *, now: float, used: bool = True) -> None:
+        """Mark the reserved search finished.
+
+        A search that was answered (with a result or an error) stays counted
+        in its turn; ``used=False`` (cancelled before any answer) gives the
+        search back to the turn.
+        """
+        if reservation.implicit or not used:
             with self._lock:
-                self._leave_implicit(now)
+                if not used:
+                    spent = self._spent.get(reservation.turn, 0)
+                    if spent > 0:
+                        self._spent[reservation.turn] = spent - 1
+                if reservation.implicit:
+                    self._leave_implicit(now)
+
+    def reset(self) -> None:
+        """Forget every turn's count and the implicit burst (for tests, or a new session)."""
+        with self._lock:
+            self._spent.clear()
+            self._implicit = ("implicit", next(self._implicit_ids))
+            self._implicit_in_flight = 0
+            self._implicit_last = None
 
     def spent(self, *, min_interval: float, now: float) -> int:
         """Searches spent so far in the caller's turn (``0`` if a new turn would start)."""

@@ -31,7 +31,7 @@ def _loaded_after(statement: str) -> list[str]:
     [
         "import searchfuse",
         "import searchfuse.guard",
-        "from searchfuse import guard, turn, RateLimited",
+        "from searchfuse import guard, turn, Guard, RateLimited",
         "import searchfuse._answers",
         (
             "from searchfuse import guard\n"

@@ -1,0 +1,717 @@
+"""``Guard``: the guard's rules and state, as one public object.
+
+``@guard`` is a :class:`Guard` plus a wrapt shell; the LangChain, Hermes,
+MCP and OpenAI Agents integrations use the same object. Each operation is
+written once, as a generator that yields the I/O it needs (ask the
+checklist, run the backend, wait for an identical search in flight) and is
+driven by a synchronous and an asynchronous driver, in the manner of the
+router's flows: the sync and async paths cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+import inspect
+import itertools
+import logging
+import math
+import threading
+import weakref
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Generator,
+    Hashable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from types import GeneratorType
+from typing import TYPE_CHECKING, Any, Final
+
+from searchfuse import _clock
+from searchfuse.errors import RateLimited, SearchRefused, TurnLimitReached
+from searchfuse.guard.cache import CACHE_LOCK, CacheKey, cache_size, make_cache, search_key
+from searchfuse.guard.calls import Call
+from searchfuse.guard.checklist import Lookup, aconsult, consult
+from searchfuse.guard.delegation import RouterLike, router_arguments
+from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse, cooldown_after, is_rate_limit
+from searchfuse.guard.turns import Reservation, TurnBudget, current_turn_id, turn
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = [
+    "DEFAULT_MIN_INTERVAL",
+    "FLIGHT_WAIT",
+    "Guard",
+    "GuardState",
+    "reset_all",
+]
+
+logger = logging.getLogger("searchfuse.guard")
+
+#: Seconds within which calls outside any explicit turn count as one burst.
+DEFAULT_MIN_INTERVAL = 2.0
+
+#: The longest a call waits for an identical search in flight before it
+#: searches on its own (real seconds: the leader's backend runs in real time).
+FLIGHT_WAIT = 120.0
+
+_MISS: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    """A snapshot of one guard, for status lines and tests.
+
+    Returned by :meth:`Guard.state`, ``tool.guard_state()`` and
+    :func:`~searchfuse.guard_state`. The turn figures are for the caller's
+    turn: the innermost :func:`~searchfuse.turn` around the call, or outside
+    any, the implicit burst (``0`` searches when the next call would start a
+    new one).
+    """
+
+    #: The explicit turn the caller is in, or ``None`` outside any ``turn()``.
+    turn_id: str | None
+    #: Searches the caller's turn has spent on this guard's budget.
+    turn_searches: int
+    #: The guard's limit per turn (``None``: unlimited).
+    per_turn: int | None
+    #: Whether the fuse is tripped (a cooldown runs).
+    fuse_tripped: bool
+    #: Seconds of cooldown left (``0.0`` when the fuse is not tripped).
+    cooldown_left: float
+    #: Entries in the cache now (``0`` without a cache).
+    cache_size: int
+    #: The cache's capacity, when it has one.
+    cache_maxsize: int | None
+    #: Calls that reached the backend since the guard was made.
+    searches: int
+    #: Calls answered from the cache, or by sharing an identical call in flight.
+    cache_hits: int
+    #: Calls answered by a checklist hook.
+    checklist_answers: int
+    #: Refusals handed out (turn limit, cooldown, 429, no key).
+    refusals: int
+
+    @property
+    def turn_searches_left(self) -> int | None:
+        """Searches the caller's turn may still make (``None``: unlimited)."""
+        if self.per_turn is None:
+            return None
+        return max(0, self.per_turn - self.turn_searches)
+
+    def __str__(self) -> str:
+        limit = "unlimited" if self.per_turn is None else str(self.per_turn)
+        if self.fuse_tripped:
+            fuse = f"cooling down, {math.ceil(self.cooldown_left)} s left"
+        else:
+            fuse = "ready"
+        capacity = f"/{self.cache_maxsize}" if self.cache_maxsize is not None else ""
+        return (
+            f"searches this turn: {self.turn_searches}/{limit} · fuse: {fuse} · "
+            f"cache: {self.cache_size}{capacity}"
+        )
+
+
+class _Stats:
+    """Counters behind :class:`GuardState`.
+
+    ``itertools.count``: ``next()`` on it is atomic across threads (one C
+    call) and costs a fraction of a lock; the value is read from its repr.
+    """
+
+    __slots__ = ("cache_hits", "checklist_answers", "refusals", "searches")
+
+    def __init__(self) -> None:
+        self.searches = itertools.count()
+        self.cache_hits = itertools.count()
+        self.checklist_answers = itertools.count()
+        self.refusals = itertools.count()
+
+
+def _value(counter: itertools.count[int]) -> int:
+    return int(repr(counter)[6:-1])  # "count(5)" -> 5
+
+
+# -- single flight -----------------------------------------------------------------
+
+# What a call waiting for an identical search in flight is told when it ends.
+_SERVED: Final = "served"  # the result: use it
+_FAILED: Final = "failed"  # the backend's error (not a refusal): the same call would fail alike
+_RETRY: Final = "retry"  # no result (cancelled, or the leader's own refusal): decide again
+
+
+class _Flight:
+    """One search in flight that identical calls wait for, from threads or event loops."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+
+    def end(self, kind: str, value: Any = None) -> None:
+        self.future.set_result((kind, value))
+
+    def wait(self, timeout: float) -> tuple[str, Any] | None:
+        try:
+            return self.future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return None
+
+    async def await_(self, timeout: float) -> tuple[str, Any] | None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[tuple[str, Any]] = loop.create_future()
+
+        def done(future: concurrent.futures.Future[tuple[str, Any]]) -> None:
+            loop.call_soon_threadsafe(_settle, waiter, future.result())
+
+        # A plain callback, not asyncio.wrap_future: a waiter that is cancelled
+        # must never cancel the search it waits for.
+        self.future.add_done_callback(done)
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            return None
+
+
+def _settle(waiter: asyncio.Future[tuple[str, Any]], outcome: tuple[str, Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(outcome)
+
+
+# The searches the current call chain is running, as (guard, key) pairs: a
+# tool that calls itself again with the same arguments (a retry inside the
+# tool) continues its own search instead of waiting for it.
+_CHAIN: contextvars.ContextVar[tuple[tuple[Guard, Hashable], ...]] = contextvars.ContextVar(
+    "searchfuse_guard_chain", default=()
+)
+
+# -- the steps a flow yields to its driver ------------------------------------------------
+
+_CONSULT: Final = 0  # ask the checklist hooks about the call
+_BACKEND: Final = 1  # run the backend once
+_WAIT: Final = 2  # wait for an identical search in flight
+
+_Step = tuple[int, Any]
+_Flow = Generator[_Step, Any, Any]
+
+_REGISTRY: weakref.WeakSet[Guard] = weakref.WeakSet()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def reset_all() -> None:
+    """Reset every live :class:`Guard` (and so every ``@guard`` tool): turns, fuse, cache.
+
+    For test runners: the ``searchfuse.testing`` pytest plugin calls it between
+    tests, so a 429 in one test never refuses the next test's searches.
+    """
+    with _REGISTRY_LOCK:
+        guards = list(_REGISTRY)
+    for each in guards:
+        each.reset()
+
+
+class Guard:
+    """The guard's rules and the state they keep: options once, decisions on demand.
+
+    ``@guard`` wraps a function in one of these; integrations use it
+    directly. Every search passes, in order: the checklist hooks, the cache
+    (identical calls in flight share one search), the fuse (and, with a
+    router, whether any key can serve), the turn budget, then the backend; a
+    429 trips the fuse and raises :class:`~searchfuse.RateLimited`.
+
+    ::
+
+        from searchfuse import Guard, turn
+        from searchfuse.guard import Call
+
+        rules = Guard(per_turn=1)
+        with turn():
+            rules.run(Call("python 3.13 release date"), lambda: tavily.search(...))
+
+    Refusals are raised (:class:`~searchfuse.SearchRefused` and subclasses),
+    never returned: what a tool hands its caller instead is the shell's
+    business (``guard(on_refusal=...)``, a LangChain ``ToolMessage``...).
+
+    The options are those of :func:`~searchfuse.guard` (see there), minus
+    ``on_refusal``; ``name`` names the guarded tool in logs and in the
+    :class:`~searchfuse.guard.Call` handed to checklist hooks.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "search",
+        per_turn: int | None = 1,
+        min_interval: float = DEFAULT_MIN_INTERVAL,
+        checklist: Iterable[Lookup] = (),
+        cache: bool | str | MutableMapping[Any, Any] | None = True,
+        cache_key: CacheKey = search_key,
+        cooldown: float = DEFAULT_COOLDOWN,
+        router: RouterLike | None = None,
+        inject: str | None = None,
+        adapt: Callable[[Any], Any] | None = None,
+        budget: TurnBudget | None = None,
+        fuse: Fuse | None = None,
+        clock: _clock.Clock | None = None,
+    ) -> None:
+        if per_turn is not None and (
+            isinstance(per_turn, bool) or not isinstance(per_turn, int) or per_turn < 0
+        ):
+            raise ValueError(f"per_turn must be None or an integer >= 0, got {per_turn!r}")
+        for option, value in (("min_interval", min_interval), ("cooldown", cooldown)):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
+        hooks = tuple(checklist)
+        for hook in hooks:
+            if not callable(hook):
+                raise TypeError(f"checklist hooks must be callables (query, call), got {hook!r}")
+        if inject is not None and router is None:
+            raise ValueError("inject= needs router=: the router chooses the key to inject")
+        self.name = name
+        self.per_turn = per_turn
+        self.min_interval = float(min_interval)
+        self.checklist = hooks
+        self.cache_key = cache_key
+        self.cooldown = float(cooldown)
+        self.router = router
+        self.inject = inject
+        self.adapt = adapt
+        self.budget = budget if budget is not None else TurnBudget()
+        self.fuse = fuse if fuse is not None else Fuse()
+        self.clock = clock
+        # Without a clock of its own the cache reads searchfuse's, looked up per call.
+        self.cache = make_cache(
+            cache, timer=clock if clock is not None else _clock.now, router=router
+        )
+        self._stats = _Stats()
+        self._flights: dict[Hashable, _Flight] = {}
+        with _REGISTRY_LOCK:
+            _REGISTRY.add(self)
+
+    def __repr__(self) -> str:
+        return f"<Guard {self.name!r} per_turn={self.per_turn!r} router={self.router!r}>"
+
+    def now(self) -> float:
+        """The guard's clock; searchfuse's default is looked up per call so tests can swap it."""
+        clock = self.clock
+        return clock() if clock is not None else _clock.now()
+
+    # -- what integrations ask -------------------------------------------------------
+
+    def key(self, call: Call) -> Hashable:
+        """The cache key of ``call`` (``cache_key(call.query, **call.params)``)."""
+        return self.cache_key(call.query, **call.params)
+
+    def cached(self, call: Call) -> bool:
+        """Whether ``call`` would be answered from the cache now (free: no budget, no request)."""
+        cache = self.cache
+        if cache is None:
+            return False
+        key = self.key(call)
+        with CACHE_LOCK:
+            return _lookup(cache, key) is not _MISS
+
+    def check(self) -> SearchRefused | None:
+        """What refuses any uncached search right now, or ``None``.
+
+        The fuse (a cooldown runs) and, with a router, whether any key can
+        serve. No request is sent and no budget is spent.
+        """
+        try:
+            self.fuse.check(self.now())
+            if self.router is not None:
+                self.router.ensure_available()
+        except SearchRefused as refusal:
+            return refusal
+        return None
+
+    def decide(
+        self, calls: Sequence[Call], *, turn_id: str | None = None
+    ) -> list[SearchRefused | None]:
+        """Decide a whole reply's calls at once: ``None`` for each that may run, else its refusal.
+
+        Cache hits and repeats of a call that may run are free; the first
+        ``per_turn`` other distinct searches (minus what the turn already
+        spent) may run; the rest are refused with
+        :class:`~searchfuse.TurnLimitReached`, or all of them with the
+        cooldown's refusal while the fuse is tripped. Nothing is reserved:
+        the calls that run still pass :meth:`run`, which counts them.
+        ``turn_id`` names the reply's turn (default: the caller's).
+        """
+        decisions: list[SearchRefused | None] = []
+        now = self.now()
+        with turn(id=turn_id) if turn_id is not None else _no_scope():
+            spent = self.budget.spent(min_interval=self.min_interval, now=now)
+        running: set[Hashable] = set()
+        blocked: SearchRefused | None = None
+        checked = False
+        refused = 0
+        for call in calls:
+            try:
+                key: Hashable = self.key(call)
+            except TypeError:
+                key = ("unreadable", id(call))
+            if key in running or self.cached(call):
+                decisions.append(None)  # a repeat shares the search; a cache hit is free
+                continue
+            if not checked:
+                blocked, checked = self.check(), True
+            refusal = blocked
+            if refusal is None and self.per_turn is not None and spent >= self.per_turn:
+                refusal = TurnLimitReached(self.per_turn)
+            if refusal is None:
+                spent += 1
+                running.add(key)
+            else:
+                refused += 1
+            decisions.append(refusal)
+        if refused:
+            for _ in range(refused):
+                next(self._stats.refusals)
+            logger.info(
+                "%s: refused %d of %d search call(s) in one reply (%s)",
+                self.name,
+                refused,
+                len(calls),
+                blocked.reason if blocked is not None else "turn_limit",
+            )
+        return decisions
+
+    def run(self, call: Call | str, backend: Callable[..., Any] | None = None) -> Any:
+        """Run one call through the rules; the backend's result, or raise the refusal.
+
+        ``backend`` is a zero-argument callable doing the real search (with
+        ``inject``: a callable taking the key the router chose). Without it,
+        the guard's router searches ``call.query`` with the call's arguments
+        mapped onto Tavily's (see :func:`~searchfuse.guard.delegation.router_arguments`).
+        """
+        if isinstance(call, str):
+            call = Call(call, {}, self.name)
+        return self._drive(self._flow(call.query, call.params), call.query, call.params, backend)
+
+    async def arun(
+        self, call: Call | str, backend: Callable[..., Awaitable[Any]] | None = None
+    ) -> Any:
+        """The same as :meth:`run`, for a coroutine backend (or the router's ``asearch``)."""
+        if isinstance(call, str):
+            call = Call(call, {}, self.name)
+        flow = self._flow(call.query, call.params)
+        return await self._adrive(flow, call.query, call.params, backend)
+
+    def reset(self) -> None:
+        """Forget every turn's count, close the fuse and empty the cache."""
+        self.budget.reset()
+        self.fuse.reset()
+        if self.cache is not None:
+            with CACHE_LOCK:
+                self.cache.clear()
+
+    def state(self) -> GuardState:
+        """What the guard knows now: turn count, fuse, cooldown left, cache size, counters."""
+        now = self.now()
+        left = self.fuse.remaining(now)
+        size, maxsize = 0, None
+        if self.cache is not None:
+            with CACHE_LOCK:
+                size = cache_size(self.cache)
+            maxsize = getattr(self.cache, "maxsize", None)
+        stats = self._stats
+        return GuardState(
+            turn_id=current_turn_id(),
+            turn_searches=self.budget.spent(min_interval=self.min_interval, now=now),
+            per_turn=self.per_turn,
+            fuse_tripped=left > 0,
+            cooldown_left=left,
+            cache_size=size,
+            cache_maxsize=int(maxsize) if maxsize is not None else None,
+            searches=_value(stats.searches),
+            cache_hits=_value(stats.cache_hits),
+            checklist_answers=_value(stats.checklist_answers),
+            refusals=_value(stats.refusals),
+        )
+
+    # -- the flow of one call, written once ------------------------------------------
+
+    def _hit(self, key: Hashable) -> Any:
+        """The cached answer for ``key``, or ``_MISS``: the cheap first look before any flow.
+
+        Only when the guard has no checklist (which must be asked first).
+        """
+        cache = self.cache
+        if cache is None:
+            return _MISS
+        with CACHE_LOCK:
+            try:
+                hit = cache[key]
+            except KeyError:
+                return _MISS
+        next(self._stats.cache_hits)
+        return hit
+
+    def _flow(
+        self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = None
+    ) -> _Flow:
+        """Checklist, cache / single flight, then :meth:`_search`.
+
+        ``query is None``: the call was not read (a bare pass-through: no
+        checklist, no cache, no router mapping need it). ``key``: the cache
+        key, when the caller has computed it already.
+        """
+        try:
+            if query is None or params is None:
+                return (yield from self._search(None))
+            if self.checklist:
+                answer = yield (_CONSULT, Call(query, params, self.name))
+                if answer is not None:
+                    next(self._stats.checklist_answers)
+                    return answer
+            cache = self.cache
+            if cache is None:
+                # No flights to wait on: every call, nested or not, is its own search.
+                return (yield from self._search(None))
+            if key is None:
+                key = self.cache_key(query, **params)
+            chain = _CHAIN.get()
+            if chain and (self, key) in chain:
+                # The tool calling itself with the same arguments: its own search, continued.
+                return (yield from self._search(key, again=True))
+            while True:
+                with CACHE_LOCK:
+                    try:
+                        hit = cache[key]
+                    except KeyError:
+                        hit = _MISS
+                        joined = self._flights.get(key)
+                        leader = joined is None
+                        flight = self._flights[key] = _Flight() if joined is None else joined
+                if hit is not _MISS:
+                    next(self._stats.cache_hits)
+                    return hit
+                if leader:
+                    break
+                outcome = yield (_WAIT, flight)
+                if outcome is None:
+                    # The search in flight outlived FLIGHT_WAIT: search on our own.
+                    result = yield from self._search(key)
+                    with CACHE_LOCK:
+                        _store(cache, key, result)
+                    return result
+                kind, value = outcome
+                if kind == _SERVED:
+                    next(self._stats.cache_hits)
+                    return value
+                if kind == _FAILED:
+                    raise value
+                # _RETRY: the leader got no result this call can use; decide afresh.
+            return (yield from self._lead(cache, key, flight))
+        except SearchRefused as refusal:
+            next(self._stats.refusals)
+            logger.info("%s: search refused (%s)", self.name, refusal.reason)
+            raise
+
+    def _lead(self, cache: MutableMapping[Any, Any], key: Hashable, flight: _Flight) -> _Flow:
+        """Search for everyone waiting on ``flight``, then tell them how it ended."""
+        try:
+            result = yield from self._search(key)
+        except Exception as exc:
+            with CACHE_LOCK:
+                self._flights.pop(key, None)
+            # A refusal was the leader's own (its turn, its moment): the waiters
+            # decide again for themselves. Any other error is the same for them.
+            flight.end(_RETRY if isinstance(exc, SearchRefused) else _FAILED, exc)
+            raise
+        except BaseException:
+            with CACHE_LOCK:
+                self._flights.pop(key, None)
+            flight.end(_RETRY)  # cancelled or interrupted: no result, nothing to share
+            raise
+        with CACHE_LOCK:
+            # The cache is filled before the flight ends, so a call arriving
+            # in between finds one or the other, never neither.
+            _store(cache, key, result)
+            self._flights.pop(key, None)
+        flight.end(_SERVED, result)
+        return result
+
+    def _search(self, key: Hashable, *, again: bool = False) -> _Flow:
+        """Fuse, router availability, turn budget, then the backend once.
+
+        ``again``: the call chain already runs this very search (a tool
+        retrying itself): the fuse still applies, the budget was paid.
+        """
+        now = self.now()
+        self.fuse.check(now)
+        if self.router is not None:
+            self.router.ensure_available()
+        reservation: Reservation | None = None
+        if not again:
+            reservation = self.budget.reserve(
+                self.per_turn, min_interval=self.min_interval, now=now
+            )
+        next(self._stats.searches)
+        # A bare pass-through (call not read, no flights) cannot wait on itself.
+        token = _CHAIN.set((*_CHAIN.get(), (self, key))) if key is not None else None
+        answered = False
+        try:
+            result = yield (_BACKEND, None)
+            answered = True
+        except Exception as exc:
+            answered = True  # the backend answered, with an error
+            if not is_rate_limit(exc):
+                raise
+            stop = self._tripped(exc)
+            if stop is exc:
+                raise
+            raise stop from exc
+        finally:
+            if token is not None:
+                _CHAIN.reset(token)
+            if reservation is not None and (reservation.implicit or not answered):
+                # A search cancelled before any answer gives its turn's budget back:
+                # nobody can be told to "use the result of that search".
+                self.budget.release(reservation, now=self.now(), used=answered)
+        return result if self.adapt is None else self.adapt(result)
+
+    def _tripped(self, exc: BaseException) -> RateLimited:
+        """Trip the fuse for the 429 ``exc``; the :class:`RateLimited` to raise."""
+        now = self.now()
+        seconds = cooldown_after(exc, now=now, default=self.cooldown)
+        left = self.fuse.trip(seconds, now=now)
+        logger.warning(
+            "%s: the search backend answered 429; refusing searches for %.1f s", self.name, left
+        )
+        if isinstance(exc, RateLimited):
+            if exc.retry_after == left:
+                return exc
+            return RateLimited(left, key=exc.key)
+        return RateLimited(left)
+
+    # -- the drivers ---------------------------------------------------------------------
+
+    def _drive(
+        self,
+        flow: _Flow,
+        query: str | None,
+        params: Mapping[str, Any] | None,
+        backend: Callable[..., Any] | None,
+    ) -> Any:
+        """Run ``flow`` synchronously."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step, argument = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            try:
+                if step == _BACKEND:
+                    value = self._call(query, params, backend)
+                elif step == _WAIT:
+                    value = argument.wait(FLIGHT_WAIT)
+                else:
+                    value = consult(self.checklist, argument)
+            except BaseException as exc:
+                error = exc
+
+    async def _adrive(
+        self,
+        flow: _Flow,
+        query: str | None,
+        params: Mapping[str, Any] | None,
+        backend: Callable[..., Awaitable[Any]] | None,
+    ) -> Any:
+        """Run ``flow`` on the running event loop."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step, argument = flow.send(value) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            try:
+                if step == _BACKEND:
+                    value = await self._acall(query, params, backend)
+                elif step == _WAIT:
+                    value = await argument.await_(FLIGHT_WAIT)
+                else:
+                    value = await aconsult(self.checklist, argument)
+            except BaseException as exc:
+                error = exc
+
+    def _call(
+        self,
+        query: str | None,
+        params: Mapping[str, Any] | None,
+        backend: Callable[..., Any] | None,
+    ) -> Any:
+        router = self.router
+        if backend is None:
+            if router is None or query is None or params is None:
+                raise TypeError("Guard.run() needs a backend when the guard has no router")
+            return router.search(query, **router_arguments(Call(query, params, self.name)))
+        result = router.call(backend) if self.inject is not None and router else backend()
+        if isinstance(result, GeneratorType):
+            # Consumed here, inside the guard: a 429 raised while producing
+            # results trips the fuse, and the cache never holds a spent generator.
+            result = list(result)
+        return result
+
+    async def _acall(
+        self,
+        query: str | None,
+        params: Mapping[str, Any] | None,
+        backend: Callable[..., Awaitable[Any]] | None,
+    ) -> Any:
+        router = self.router
+        if backend is None:
+            if router is None or query is None or params is None:
+                raise TypeError("Guard.arun() needs a backend when the guard has no router")
+            arguments = router_arguments(Call(query, params, self.name))
+            return await router.asearch(query, **arguments)
+        if self.inject is not None and router is not None:
+            result = await router.acall(backend)
+        else:
+            result = backend()
+            if inspect.isawaitable(result):
+                result = await result
+        if inspect.isasyncgen(result):
+            result = [item async for item in result]
+        elif inspect.isgenerator(result):
+            result = list(result)
+        return result
+
+
+class _no_scope:
+    """A context manager that does nothing (cheaper than contextlib.nullcontext here)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _lookup(cache: MutableMapping[Any, Any], key: Hashable) -> Any:
+    # One __getitem__ instead of get()'s __contains__ + __getitem__: a TTL
+    # cache reads the clock in each.
+    try:
+        return cache[key]
+    except KeyError:
+        return _MISS
+
+
+def _store(cache: MutableMapping[Any, Any], key: Hashable, value: Any) -> None:
+    # A value larger than the whole cache (cachetools' getsizeof) is served uncached.
+    with contextlib.suppress(ValueError):
+        cache[key] = value
