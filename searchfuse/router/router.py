@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -43,6 +43,7 @@ from searchfuse.router.selection import Candidate, blocked_reason, candidates, r
 from searchfuse.router.state import State, Store, open_store
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
 from searchfuse.router.tavily import (
+    ENDPOINTS,
     MAX_QUERY_LENGTH,
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
@@ -83,8 +84,12 @@ class _Usage:
 
 @dataclass(frozen=True)
 class _Search:
+    """A ``POST`` to one of Tavily's endpoints (``/search`` unless told otherwise)."""
+
     entry: KeyEntry
     body: dict[str, Any]
+    path: str = "/search"
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -584,12 +589,15 @@ class Router:
                 f" ({answer.detail})" if answer.detail else ""
             )
 
-    def _search_flow(self, body: dict[str, Any]) -> Generator[_Step, Any, dict[str, Any]]:
+    def _request_flow(
+        self, path: str, body: dict[str, Any], timeout: float | None = None
+    ) -> Generator[_Step, Any, dict[str, Any]]:
         try:
-            entry, response = yield from self._key_flow(lambda e: _Search(e, body))
+            entry, response = yield from self._key_flow(lambda e: _Search(e, body, path, timeout))
         except NoKeyAvailable as exc:
             verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
-            if self.fallback is None or self._rate_limited():
+            # The fallback is a search function: it can stand in for /search only.
+            if self.fallback is None or path != "/search" or self._rate_limited():
                 raise
             log.info(
                 "no key can serve (%s); the fallback %s serves", verdict, self._fallback_name()
@@ -611,9 +619,13 @@ class Router:
             raise SearchFailed("Tavily answered 200 with a body that is not a JSON object")
         usage = data.get("usage")
         credits = figure(usage.get("credits")) if isinstance(usage, dict) else None
-        if credits is None or credits > MAX_SEARCH_CREDITS:
-            # The server's figure is not believed: count the depth's price instead.
-            credits = float(SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1))
+        if path == "/search" and credits is not None and credits > MAX_SEARCH_CREDITS:
+            credits = None
+        if credits is None:
+            # Missing or not believed: count a search's price by depth (known in
+            # advance); the other endpoints' cost depends on the pages, count one.
+            depth = str(body.get("search_depth", "basic"))
+            credits = float(SEARCH_CREDITS.get(depth, 1)) if path == "/search" else 1.0
         self._record_success(entry, credits)
         data["searchfuse"] = {"served_by": "tavily", "key": entry.masked}
         return data
@@ -636,19 +648,32 @@ class Router:
 
     @staticmethod
     def _body(query: str, max_results: int, params: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(query, str) or not query.strip():
-            raise BadRequest("query must be a non-empty string")
-        if len(query) > MAX_QUERY_LENGTH:
-            raise BadRequest(
-                f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}"
+        return Router._request_body(
+            "/search", {"query": query, "max_results": max_results, **params}
+        )
+
+    @staticmethod
+    def _request_body(endpoint: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if endpoint not in ENDPOINTS:
+            raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, not {endpoint!r}")
+        if not isinstance(body, Mapping):
+            raise TypeError(f"body must be a mapping, not {type(body).__name__}")
+        if "api_key" in body:
+            raise TypeError(
+                "pass keys to the Router, not in the request: api_key is not a parameter"
             )
-        if "api_key" in params:
-            raise TypeError("pass keys to the Router, not to search(): api_key is not a parameter")
-        body: dict[str, Any] = {"query": query, "max_results": max_results}
-        body.update({k: v for k, v in params.items() if v is not None})
-        # Count credits locally instead of asking /usage before every search (incident 3).
-        body.setdefault("include_usage", True)
-        return body
+        if endpoint == "/search":
+            query = body.get("query")
+            if not isinstance(query, str) or not query.strip():
+                raise BadRequest("query must be a non-empty string")
+            if len(query) > MAX_QUERY_LENGTH:
+                raise BadRequest(
+                    f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}"
+                )
+        sent = {k: v for k, v in body.items() if v is not None}
+        # Count credits locally instead of asking /usage before every request (incident 3).
+        sent.setdefault("include_usage", True)
+        return sent
 
     # -- drivers ---------------------------------------------------------------------
 
@@ -667,7 +692,9 @@ class Router:
                         result = exc
                 elif isinstance(step, _Search):
                     try:
-                        result = self.http.search(step.entry.key, step.body)
+                        result = self.http.post(
+                            step.entry.key, step.path, step.body, timeout=step.timeout
+                        )
                     except httpx.HTTPError as exc:
                         result = exc
                 elif isinstance(step, _Fallback):
@@ -706,7 +733,9 @@ class Router:
                         result = exc
                 elif isinstance(step, _Search):
                     try:
-                        result = await self.http.asearch(step.entry.key, step.body)
+                        result = await self.http.apost(
+                            step.entry.key, step.path, step.body, timeout=step.timeout
+                        )
                     except httpx.HTTPError as exc:
                         result = exc
                 elif isinstance(step, _Fallback):
@@ -737,11 +766,34 @@ class Router:
         Raises :class:`RateLimited` on a 429 (default policy), :class:`BadRequest`
         on a 400, :class:`NoKeyAvailable` when no key can serve.
         """
-        return self._drive(self._search_flow(self._body(query, max_results, params)))
+        return self._drive(self._request_flow("/search", self._body(query, max_results, params)))
 
     async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Async twin of :meth:`search`."""
-        return await self._adrive(self._search_flow(self._body(query, max_results, params)))
+        body = self._body(query, max_results, params)
+        return await self._adrive(self._request_flow("/search", body))
+
+    def request(
+        self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """``POST`` ``body`` to one of Tavily's :data:`~searchfuse.router.tavily.ENDPOINTS`
+        (``"/search"``, ``"/extract"``, ``"/crawl"``, ``"/map"``) and return its JSON.
+
+        The same key selection, reactions and fail-over as :meth:`search`;
+        ``None`` values are left out of the body and ``include_usage`` is asked
+        for so credits are counted locally. ``timeout`` (seconds) overrides the
+        router's HTTP timeout for this request. The fallback, a search
+        function, stands in for ``/search`` only.
+        """
+        sent = self._request_body(endpoint, body)
+        return self._drive(self._request_flow(endpoint, sent, timeout))
+
+    async def arequest(
+        self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Async twin of :meth:`request`."""
+        sent = self._request_body(endpoint, body)
+        return await self._adrive(self._request_flow(endpoint, sent, timeout))
 
     def call(self, fn: Callable[[str], T]) -> T:
         """Run ``fn(key)`` with the key the router chooses, and learn from its outcome.

@@ -1,4 +1,4 @@
-"""The HTTP side of the router: Tavily's ``POST /search`` and ``GET /usage`` over httpx.
+"""The HTTP side of the router: Tavily's ``POST`` endpoints and ``GET /usage`` over httpx.
 
 One connection pool per router (a lazily created ``httpx.Client`` and
 ``httpx.AsyncClient``). Keys travel only in the ``Authorization: Bearer``
@@ -29,6 +29,7 @@ from searchfuse.errors import ConfigError, SearchFailed
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_TIMEOUT",
+    "ENDPOINTS",
     "MAX_BODY_BYTES",
     "MAX_ERROR_BYTES",
     "MAX_ERROR_TEXT",
@@ -56,6 +57,10 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 MAX_QUERY_LENGTH = 400
 #: Credits per search by depth (Tavily: basic 1, advanced 2).
 SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
+#: The ``POST`` endpoints a router sends requests to, all with the same key
+#: selection, reactions and fail-over. Their cost is read from the answer's
+#: ``usage.credits`` (the router always asks for it).
+ENDPOINTS = ("/search", "/extract", "/crawl", "/map")
 #: ``/usage`` is itself rate-limited: 10 requests per 10 minutes (incident 3).
 USAGE_CALLS_PER_WINDOW = 10
 USAGE_WINDOW = 600.0
@@ -390,7 +395,7 @@ def _over(deadline: float | None) -> bool:
 
 
 class TavilyHTTP:
-    """The two Tavily endpoints the router uses, sync and async.
+    """The Tavily endpoints the router uses, sync and async.
 
     One sync pool per router, created once under a lock (threads share it),
     and one async pool per event loop: an ``httpx.AsyncClient`` is bound to
@@ -463,26 +468,36 @@ class TavilyHTTP:
                     self._aclients[loop] = client
         return client
 
-    def _timeout(self, deadline: float | None) -> httpx.Timeout:
+    def _timeout(self, deadline: float | None, base: httpx.Timeout | None = None) -> httpx.Timeout:
+        t = base or self.timeout
         if deadline is None:
-            return self.timeout
+            return t
         left = max(deadline - time.monotonic(), 0.001)
 
         def cut(value: float | None) -> float:
             return left if value is None else min(value, left)
 
-        t = self.timeout
         return httpx.Timeout(
             connect=cut(t.connect), read=cut(t.read), write=cut(t.write), pool=cut(t.pool)
         )
 
     def _request(
-        self, method: str, path: str, key: str, body: dict[str, Any] | None, deadline: float | None
+        self,
+        method: str,
+        path: str,
+        key: str,
+        body: dict[str, Any] | None,
+        deadline: float | None,
+        base: httpx.Timeout | None = None,
     ) -> Reply:
         token = _deadline.set(deadline)
         try:
             request = self.client.build_request(
-                method, path, json=body, headers=self._headers(key), timeout=self._timeout(deadline)
+                method,
+                path,
+                json=body,
+                headers=self._headers(key),
+                timeout=self._timeout(deadline, base),
             )
             response = self.client.send(request, stream=True)
             try:
@@ -499,7 +514,13 @@ class TavilyHTTP:
         return Reply(response.status_code, response.headers, read.content())
 
     async def _arequest(
-        self, method: str, path: str, key: str, body: dict[str, Any] | None, deadline: float | None
+        self,
+        method: str,
+        path: str,
+        key: str,
+        body: dict[str, Any] | None,
+        deadline: float | None,
+        base: httpx.Timeout | None = None,
     ) -> Reply:
         import anyio  # httpx's own dependency; only the async path needs it
 
@@ -512,7 +533,7 @@ class TavilyHTTP:
                     path,
                     json=body,
                     headers=self._headers(key),
-                    timeout=self._timeout(deadline),
+                    timeout=self._timeout(deadline, base),
                 )
                 response = await client.send(request, stream=True)
                 try:
@@ -530,6 +551,33 @@ class TavilyHTTP:
         """``POST /search`` with ``key``."""
         return self._request("POST", "/search", key, body, deadline)
 
+    def post(
+        self,
+        key: str,
+        path: str,
+        body: dict[str, Any],
+        deadline: float | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Reply:
+        """``POST`` ``body`` to ``path`` (one of :data:`ENDPOINTS`) with ``key``.
+
+        ``timeout`` (seconds) replaces the pool's read, write and pool timeouts
+        for this request and bounds it as a whole: a crawl may rightly take
+        longer than a search.
+        """
+        deadline, base = self._within(deadline, timeout)
+        return self._request("POST", path, key, body, deadline, base)
+
+    def _within(
+        self, deadline: float | None, timeout: float | None
+    ) -> tuple[float | None, httpx.Timeout | None]:
+        if timeout is None:
+            return deadline, None
+        until = time.monotonic() + timeout
+        deadline = until if deadline is None else min(deadline, until)
+        return deadline, httpx.Timeout(timeout, connect=self.timeout.connect)
+
     def usage(self, key: str, deadline: float | None = None) -> Reply:
         """``GET /usage`` for ``key``."""
         return self._request("GET", "/usage", key, None, deadline)
@@ -537,6 +585,19 @@ class TavilyHTTP:
     async def asearch(self, key: str, body: dict[str, Any], deadline: float | None = None) -> Reply:
         """Async ``POST /search``."""
         return await self._arequest("POST", "/search", key, body, deadline)
+
+    async def apost(
+        self,
+        key: str,
+        path: str,
+        body: dict[str, Any],
+        deadline: float | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Reply:
+        """Async :meth:`post`."""
+        deadline, base = self._within(deadline, timeout)
+        return await self._arequest("POST", path, key, body, deadline, base)
 
     async def ausage(self, key: str, deadline: float | None = None) -> Reply:
         """Async ``GET /usage``."""

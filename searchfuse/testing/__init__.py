@@ -1,8 +1,9 @@
 """Test helpers: a simulated Tavily API, a fake clock, and the switch for test mode.
 
-- :class:`FakeTavily` behaves like Tavily's ``POST /search`` and ``GET /usage``
-  (auth, validation, rate windows, credits, 429/432/433, ``Retry-After``),
-  takes injected faults, and records every request (keys as fingerprints).
+- :class:`FakeTavily` behaves like Tavily's ``POST /search``, ``/extract``,
+  ``/crawl``, ``/map`` and ``GET /usage`` (auth, validation, rate windows,
+  credits, 429/432/433, ``Retry-After``), takes injected faults, and records
+  every request (keys as fingerprints).
   Serve it in-process (:meth:`FakeTavily.transport`, :meth:`FakeTavily.mount`
   on pytest-httpx) or on loopback (:meth:`FakeTavily.serve`).
 - :class:`FakeClock` is time that only moves when told to.

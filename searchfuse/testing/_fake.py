@@ -1,11 +1,12 @@
 """A simulated Tavily API: one model, served in-process (httpx transport) or on loopback.
 
-:class:`FakeTavily` answers ``POST /search`` and ``GET /usage`` the way Tavily
-does: bearer authentication, request validation, a per-key requests-per-minute
-window, the rate-limited ``/usage`` endpoint, credit accounting per key and per
-account (plan, then pay-as-you-go), and Tavily's error bodies and status codes
-(400, 401, 429 with ``Retry-After``, 432, 433). Tests can inject faults (any
-status, timeouts, connection errors, slow answers), revoke keys and set usage
+:class:`FakeTavily` answers ``POST /search``, ``/extract``, ``/crawl``, ``/map``
+and ``GET /usage`` the way Tavily does: bearer authentication, request
+validation, a per-key requests-per-minute window, the rate-limited ``/usage``
+endpoint, credit accounting per key and per account (plan, then
+pay-as-you-go), and Tavily's error bodies and status codes (400, 401, 429 with
+``Retry-After``, 432, 433). Tests can inject faults (any status, timeouts,
+connection errors, slow answers), revoke keys and set usage
 figures, and read back every request it received (keys as fingerprints only).
 
 Its numbers (credits per depth, rate limits, query length) are kept here on
@@ -63,6 +64,21 @@ MAX_QUERY_LENGTH = 400
 #: ``max_results`` must lie in 0..MAX_RESULTS.
 MAX_RESULTS = 20
 DEFAULT_MAX_RESULTS = 5
+#: ``/extract``: at most this many URLs per request; a basic extraction costs
+#: 1 credit per :data:`URLS_PER_CREDIT` successful URLs (advanced: 2).
+MAX_EXTRACT_URLS = 20
+URLS_PER_CREDIT = 5
+EXTRACT_DEPTHS = {"basic": 1, "advanced": 2}
+#: ``/map`` costs 1 credit per :data:`PAGES_PER_CREDIT` pages (2 with
+#: ``instructions``); ``/crawl`` costs the map plus the extraction of its pages.
+PAGES_PER_CREDIT = 10
+#: ``/crawl`` and ``/map`` defaults and ranges (max_depth 1..5).
+DEFAULT_MAX_DEPTH = 1
+MAX_DEPTH = 5
+DEFAULT_MAX_BREADTH = 20
+DEFAULT_LIMIT = 50
+#: Links the simulated site has per page (so a crawl finds a bounded number of pages).
+LINKS_PER_PAGE = 3
 #: Development keys get :data:`DEV_RPM` requests per minute, all others :data:`PROD_RPM`.
 DEV_KEY_PREFIX = "tvly-dev-"
 DEV_RPM = 100
@@ -163,6 +179,9 @@ class Account:
     plan_usage: int = 0
     paygo_usage: int = 0
     search_usage: int = 0
+    extract_usage: int = 0
+    crawl_usage: int = 0
+    map_usage: int = 0
 
     def to_usage(self) -> Json:
         """The ``account`` half of a ``/usage`` answer."""
@@ -173,9 +192,9 @@ class Account:
             "paygo_usage": self.paygo_usage,
             "paygo_limit": self.paygo_limit,
             "search_usage": self.search_usage,
-            "extract_usage": 0,
-            "crawl_usage": 0,
-            "map_usage": 0,
+            "extract_usage": self.extract_usage,
+            "crawl_usage": self.crawl_usage,
+            "map_usage": self.map_usage,
             "research_usage": 0,
         }
 
@@ -191,7 +210,11 @@ class _Key:
     rpm: int
     usage: int = 0
     search_usage: int = 0
+    extract_usage: int = 0
+    crawl_usage: int = 0
+    map_usage: int = 0
     revoked: bool = False
+    #: Every ``POST`` this key made (all endpoints share the per-minute limit).
     search_times: deque[float] = field(default_factory=deque)
     usage_times: deque[float] = field(default_factory=deque)
 
@@ -200,9 +223,9 @@ class _Key:
             "usage": self.usage,
             "limit": self.limit,
             "search_usage": self.search_usage,
-            "extract_usage": 0,
-            "crawl_usage": 0,
-            "map_usage": 0,
+            "extract_usage": self.extract_usage,
+            "crawl_usage": self.crawl_usage,
+            "map_usage": self.map_usage,
             "research_usage": 0,
         }
 
@@ -282,7 +305,8 @@ class _CallbackRegistry(Protocol):
 
 
 class FakeTavily:
-    """A simulated Tavily API for tests: ``POST /search`` and ``GET /usage``.
+    """A simulated Tavily API for tests: ``POST /search``, ``/extract``, ``/crawl``,
+    ``/map`` and ``GET /usage``.
 
     Example::
 
@@ -467,8 +491,10 @@ class FakeTavily:
         with self._lock:
             for state in self._keys.values():
                 state.usage = state.search_usage = 0
+                state.extract_usage = state.crawl_usage = state.map_usage = 0
             for account in self._accounts.values():
                 account.plan_usage = account.paygo_usage = account.search_usage = 0
+                account.extract_usage = account.crawl_usage = account.map_usage = 0
 
     def usage_of(self, key: str) -> Json:
         """What ``GET /usage`` would answer for ``key``, without spending a ``/usage`` request."""
@@ -740,7 +766,7 @@ class FakeTavily:
         self, method: str, path: str, key: str | None, raw: bytes, now: float
     ) -> tuple[httpx.Response, int]:
         """Route, authenticate, rate-limit and serve. Returns the response and its cost."""
-        allowed = {"/search": "POST", "/usage": "GET"}.get(path)
+        allowed = "GET" if path == "/usage" else "POST" if path in _SERVED else None
         if allowed is None:
             return _error_response(404), 0
         if method != allowed:
@@ -750,7 +776,7 @@ class FakeTavily:
             return _error_response(401), 0
         if path == "/usage":
             return self._usage(state, now), 0
-        return self._search(state, raw, now)
+        return self._post(state, path, raw, now)
 
     def _admit(
         self, window: deque[float], allowed: int, span: float, now: float
@@ -778,22 +804,25 @@ class FakeTavily:
         account = self._accounts[state.account]
         return httpx.Response(200, json={"key": state.to_usage(), "account": account.to_usage()})
 
-    def _search(self, state: _Key, raw: bytes, now: float) -> tuple[httpx.Response, int]:
+    def _post(self, state: _Key, path: str, raw: bytes, now: float) -> tuple[httpx.Response, int]:
         refused = self._admit(state.search_times, state.rpm, RATE_WINDOW, now)
         if refused is not None:
             return refused, 0
-        params = _validate_search(raw)
+        validate, serve = _SERVED[path]
+        params = validate(raw)
         if isinstance(params, str):
             return _error_response(400, params), 0
-        credits = CREDITS_PER_DEPTH[params["search_depth"]]
-        refusal = self._charge(state, credits)
-        if refusal is not None:
-            return refusal, 0
         self._request_number += 1
-        payload = _search_payload(params, credits, self._request_number)
+        payload, credits = serve(params, self._request_number)
+        refusal = self._charge(state, credits, path.strip("/"))
+        if refusal is not None:
+            self._request_number -= 1
+            return refusal, 0
+        if params.get("include_usage"):
+            payload["usage"] = {"credits": credits}
         return httpx.Response(200, json=payload), credits
 
-    def _charge(self, state: _Key, credits: int) -> httpx.Response | None:
+    def _charge(self, state: _Key, credits: int, kind: str = "search") -> httpx.Response | None:
         """Spend ``credits`` from the key, then the plan, then pay-as-you-go; or refuse."""
         account = self._accounts[state.account]
         if state.limit is not None and state.usage + credits > state.limit:
@@ -808,11 +837,12 @@ class FakeTavily:
                 return _error_response(432)
             if account.paygo_usage + from_paygo > account.paygo_limit:
                 return _error_response(433)
+        counter = f"{kind}_usage"
         state.usage += credits
-        state.search_usage += credits
+        setattr(state, counter, getattr(state, counter) + credits)
         account.plan_usage += from_plan
         account.paygo_usage += from_paygo
-        account.search_usage += credits
+        setattr(account, counter, getattr(account, counter) + credits)
         return None
 
     def __repr__(self) -> str:
@@ -886,14 +916,22 @@ def _body_for_record(raw: bytes) -> Json | None:
     return data
 
 
-def _validate_search(raw: bytes) -> Json | str:
-    """The search parameters with defaults filled in, or the 400 error text."""
+def _json_object(raw: bytes) -> Json | str:
+    """The body as a JSON object, or the 400 error text."""
     try:
         data = json.loads(raw) if raw else None
     except ValueError:
         return "Invalid JSON in request body."
     if not isinstance(data, dict):
         return "The request body must be a JSON object."
+    return data
+
+
+def _validate_search(raw: bytes) -> Json | str:
+    """The search parameters with defaults filled in, or the 400 error text."""
+    data = _json_object(raw)
+    if isinstance(data, str):
+        return data
     query = data.get("query")
     if not isinstance(query, str) or not query.strip():
         return "Query is missing or empty."
@@ -928,6 +966,15 @@ def _validate_search(raw: bytes) -> Json | str:
         "topic": topic,
         "include_domains": include_domains,
     }
+
+
+def _request_id(number: int) -> str:
+    return str(uuid.UUID(bytes=bytes.fromhex(_digest("request", number)[:32]), version=4))
+
+
+def _search_answer(params: Json, number: int) -> tuple[Json, int]:
+    credits = CREDITS_PER_DEPTH[params["search_depth"]]
+    return _search_payload(params, credits, number), credits
 
 
 def _search_payload(params: Json, credits: int, number: int) -> Json:
@@ -979,10 +1026,153 @@ def _search_payload(params: Json, credits: int, number: int) -> Json:
         "images": images,
         "results": results,
         "response_time": round(0.4 + int(seed[:4], 16) / 65535 + (credits - 1), 2),
-        "request_id": str(
-            uuid.UUID(bytes=bytes.fromhex(_digest("request", number)[:32]), version=4)
-        ),
+        "request_id": _request_id(number),
     }
-    if params.get("include_usage"):
-        payload["usage"] = {"credits": credits}
     return payload
+
+
+# --- /extract, /crawl, /map -----------------------------------------------------
+
+
+def _is_web_url(url: str) -> bool:
+    return bool(re.match(r"^https?://[^/\s]+\.[^/\s]+", url))
+
+
+def _validate_extract(raw: bytes) -> Json | str:
+    data = _json_object(raw)
+    if isinstance(data, str):
+        return data
+    urls = data.get("urls")
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+        return "urls is missing: give a URL or a list of URLs."
+    if len(urls) > MAX_EXTRACT_URLS:
+        return f"Too many URLs: at most {MAX_EXTRACT_URLS} per request."
+    depth = data.get("extract_depth") or "basic"
+    if depth not in EXTRACT_DEPTHS:
+        return f"Invalid extract_depth {depth!r}. Must be one of: basic, advanced."
+    return {**data, "urls": urls, "extract_depth": depth}
+
+
+def _page_text(url: str, query: str | None = None) -> str:
+    text = (
+        f"# Simulated page {url}\n\nDeterministic text of {url} (ref {_digest('page', url)[:10]})."
+    )
+    if query:
+        text += f"\n\nThe part about '{_normalise(query)}'."
+    return text
+
+
+def _extract_cost(pages: int, depth: str) -> int:
+    return math.ceil(pages / URLS_PER_CREDIT) * EXTRACT_DEPTHS[depth]
+
+
+def _extract_answer(params: Json, number: int) -> tuple[Json, int]:
+    """Pages for every web URL; anything else lands in ``failed_results``."""
+    results: list[Json] = []
+    failed: list[Json] = []
+    for url in params["urls"]:
+        if _is_web_url(url):
+            result: Json = {"url": url, "raw_content": _page_text(url, params.get("query"))}
+            if params.get("include_images"):
+                result["images"] = [f"{url.rstrip('/')}/image.jpg"]
+            if params.get("include_favicon"):
+                result["favicon"] = f"{url.split('/', 3)[2]}/favicon.ico"
+            results.append(result)
+        else:
+            failed.append({"url": url, "error": "Failed to fetch url"})
+    payload: Json = {
+        "results": results,
+        "failed_results": failed,
+        "response_time": round(0.2 + 0.1 * len(results), 2),
+        "request_id": _request_id(number),
+    }
+    return payload, _extract_cost(len(results), params["extract_depth"])
+
+
+def _validate_site(raw: bytes) -> Json | str:
+    data = _json_object(raw)
+    if isinstance(data, str):
+        return data
+    url = data.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return "url is missing or empty."
+    limits = {
+        "max_depth": (DEFAULT_MAX_DEPTH, MAX_DEPTH),
+        "max_breadth": (DEFAULT_MAX_BREADTH, None),
+        "limit": (DEFAULT_LIMIT, None),
+    }
+    checked: Json = {}
+    for name, (default, top) in limits.items():
+        value = data.get(name)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"{name} must be a positive integer."
+        if top is not None and value > top:
+            return f"{name} must be at most {top}."
+        checked[name] = value
+    depth = data.get("extract_depth") or "basic"
+    if depth not in EXTRACT_DEPTHS:
+        return f"Invalid extract_depth {depth!r}. Must be one of: basic, advanced."
+    base = url if "://" in url else f"https://{url}"
+    return {**data, **checked, "url": base.rstrip("/"), "extract_depth": depth}
+
+
+def _site_pages(params: Json) -> list[str]:
+    """The pages a crawl of the simulated site reaches, breadth first, within the limits."""
+    base: str = params["url"]
+    pages = [base]
+    level = [base]
+    for _ in range(params["max_depth"]):
+        following = []
+        for page in level:
+            links = [f"{page}/{_digest('link', page, i)[:6]}" for i in range(LINKS_PER_PAGE)]
+            following.extend(links[: params["max_breadth"]])
+        pages.extend(following)
+        level = following
+    return pages[: params["limit"]]
+
+
+def _map_cost(params: Json, pages: int) -> int:
+    return math.ceil(pages / PAGES_PER_CREDIT) * (2 if params.get("instructions") else 1)
+
+
+def _map_answer(params: Json, number: int) -> tuple[Json, int]:
+    pages = _site_pages(params)
+    payload: Json = {
+        "base_url": params["url"],
+        "results": pages,
+        "response_time": round(0.3 + 0.05 * len(pages), 2),
+        "request_id": _request_id(number),
+    }
+    return payload, _map_cost(params, len(pages))
+
+
+def _crawl_answer(params: Json, number: int) -> tuple[Json, int]:
+    pages = _site_pages(params)
+    results: list[Json] = []
+    for page in pages:
+        result: Json = {"url": page, "raw_content": _page_text(page, params.get("instructions"))}
+        if params.get("include_favicon"):
+            result["favicon"] = f"{page.split('/', 3)[2]}/favicon.ico"
+        results.append(result)
+    payload: Json = {
+        "base_url": params["url"],
+        "results": results,
+        "response_time": round(0.5 + 0.1 * len(pages), 2),
+        "request_id": _request_id(number),
+    }
+    credits = _map_cost(params, len(pages)) + _extract_cost(len(pages), params["extract_depth"])
+    return payload, credits
+
+
+#: The ``POST`` endpoints: how each validates its body and what it answers (and costs).
+_SERVED: dict[
+    str, tuple[Callable[[bytes], Json | str], Callable[[Json, int], tuple[Json, int]]]
+] = {
+    "/search": (_validate_search, _search_answer),
+    "/extract": (_validate_extract, _extract_answer),
+    "/crawl": (_validate_site, _crawl_answer),
+    "/map": (_validate_site, _map_answer),
+}

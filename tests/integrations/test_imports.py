@@ -8,7 +8,7 @@ import sys
 # Top-level modules of the frameworks: LangChain's, LangGraph's, and the ones
 # hermes-agent installs (it puts generic names such as ``agent`` and ``tools``
 # at the top of site-packages).
-FRAMEWORK_PREFIXES = ("langchain", "langgraph", "hermes")
+FRAMEWORK_PREFIXES = ("langchain", "langgraph", "hermes", "mcp", "agents", "openai", "tavily")
 HERMES_MODULES = frozenset(
     {"agent", "tools", "plugins", "run_agent", "model_tools", "toolsets", "gateway", "cron"}
 )
@@ -34,7 +34,9 @@ def frameworks_in(modules: list[str]) -> list[str]:
 
 
 def test_importing_searchfuse_imports_no_framework() -> None:
-    modules = modules_after("import searchfuse, searchfuse.integrations, searchfuse.testing")
+    modules = modules_after(
+        "import searchfuse, searchfuse.integrations, searchfuse.testing, searchfuse.tavily"
+    )
 
     assert "searchfuse" in modules
     assert frameworks_in(modules) == []

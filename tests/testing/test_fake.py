@@ -281,7 +281,8 @@ def test_limits_of_valid_values(client: httpx.Client) -> None:
 
 
 def test_unknown_path_and_wrong_method(client: httpx.Client) -> None:
-    assert client.post("/extract", json={"urls": []}, headers=auth()).status_code == 404
+    assert client.post("/research", json={"input": "x"}, headers=auth()).status_code == 404
+    assert client.get("/extract", headers=auth()).status_code == 405
     assert client.get("/search", headers=auth()).status_code == 405
     assert client.post("/usage", headers=auth()).status_code == 405
 
@@ -893,3 +894,52 @@ def test_mount_on_another_base_url(httpx_mock: HTTPXMock, fake: FakeTavily) -> N
 
 def test_mount_leaves_unused_responses_alone(httpx_mock: HTTPXMock, fake: FakeTavily) -> None:
     fake.mount(httpx_mock)  # never requested: pytest-httpx must not fail the test
+
+
+# --- /extract, /crawl, /map -------------------------------------------------------------
+
+
+def test_extract_charges_per_five_pages_and_reports_failed_urls(
+    client: httpx.Client, fake: FakeTavily
+) -> None:
+    urls = [f"https://example.com/{i}" for i in range(6)] + ["ftp:nothing"]
+    answer = client.post("/extract", json={"urls": urls, "include_usage": True}, headers=auth())
+    assert answer.status_code == 200
+    data = answer.json()
+    assert len(data["results"]) == 6
+    assert data["failed_results"] == [{"url": "ftp:nothing", "error": "Failed to fetch url"}]
+    assert data["usage"] == {"credits": 2}  # 6 pages: two blocks of five
+    assert fake.usage_of(KEY)["key"]["extract_usage"] == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"urls": []},
+        {"urls": [f"https://e.com/{i}" for i in range(21)]},
+        {"urls": "x", "extract_depth": "deep"},
+    ],
+)
+def test_extract_rejects_what_tavily_rejects(client: httpx.Client, body: dict[str, Any]) -> None:
+    assert client.post("/extract", json=body, headers=auth()).status_code == 400
+
+
+def test_crawl_and_map_walk_a_bounded_site(client: httpx.Client, fake: FakeTavily) -> None:
+    site = {"url": "docs.example.com", "max_depth": 2, "limit": 7, "include_usage": True}
+    mapped = client.post("/map", json=site, headers=auth()).json()
+    crawled = client.post("/crawl", json=site, headers=auth()).json()
+    assert mapped["base_url"] == crawled["base_url"] == "https://docs.example.com"
+    assert len(mapped["results"]) == 7 and mapped["results"][0] == "https://docs.example.com"
+    assert [page["url"] for page in crawled["results"]] == mapped["results"]
+    assert mapped["usage"] == {"credits": 1}
+    assert crawled["usage"] == {"credits": 1 + 2}  # the map, then 7 pages extracted
+    # Depth 1 with three links a page: the start page and its three links.
+    shallow = client.post("/map", json={"url": "https://example.org"}, headers=auth()).json()
+    assert len(shallow["results"]) == 4
+
+
+def test_crawl_rejects_a_missing_url_and_a_depth_beyond_five(client: httpx.Client) -> None:
+    assert client.post("/crawl", json={"limit": 3}, headers=auth()).status_code == 400
+    too_deep = {"url": "https://example.org", "max_depth": 6}
+    assert client.post("/map", json=too_deep, headers=auth()).status_code == 400

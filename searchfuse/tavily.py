@@ -1,0 +1,430 @@
+"""Drop-ins for tavily-python's ``TavilyClient`` and ``AsyncTavilyClient``, routed over all keys.
+
+Change one import and existing tavily-python code spreads its requests over
+every configured key, with the router's quota-aware selection, reactions and
+fail-over::
+
+    # from tavily import TavilyClient
+    from searchfuse.tavily import TavilyClient
+
+    client = TavilyClient()            # keys from TAVILY_API_KEYS / TAVILY_API_KEY...
+    client.search("python 3.13 release date", max_results=3)
+    client.extract(["https://docs.python.org/3.13/whatsnew/3.13.html"])
+
+``search``, ``extract``, ``crawl`` and ``map`` take the same parameters and
+return the same dicts as tavily-python's (plus a ``"searchfuse"`` entry saying
+which key served). ``api_key=`` is accepted and ignored: the router's keys are
+used (``router=``, else :meth:`searchfuse.Router.from_env`).
+
+Errors are what tavily-python code already catches: when tavily-python is
+installed, a searchfuse error raised here is *also* an instance of the
+matching ``tavily.errors`` class (a 429 is a ``UsageLimitExceededError`` and a
+:class:`~searchfuse.RateLimited`; keys that all failed authentication are an
+``InvalidAPIKeyError`` and a :class:`~searchfuse.NoKeyAvailable`...).
+tavily-python is imported here only, never by ``import searchfuse``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Concatenate, Literal, ParamSpec
+
+from searchfuse.errors import NoKeyAvailable, SearchFailed, SearchFuseError, SearchRefused
+from searchfuse.router import Router
+
+__all__ = ["AsyncTavilyClient", "TavilyClient", "tavily_error"]
+
+log = logging.getLogger("searchfuse.tavily")
+
+P = ParamSpec("P")
+Result = dict[str, Any]
+
+#: tavily-python's constructor options that mean nothing to a router; accepted
+#: so constructor calls keep working, and ignored.
+_IGNORED_OPTIONS = frozenset(
+    {
+        "proxies",
+        "client_source",
+        "project_id",
+        "org_id",
+        "session_id",
+        "human_id",
+        "client_name",
+        "session",
+        "client",
+        "company_info_tags",
+    }
+)
+#: Per-request options tavily-python sends as headers; a router sends none.
+_HEADER_OPTIONS = ("project_id", "session_id", "human_id", "client_name")
+#: tavily-python caps a search's HTTP timeout at two minutes.
+MAX_SEARCH_TIMEOUT = 120.0
+
+_noted = threading.Event()
+
+
+def _note_ignored_key() -> None:
+    if not _noted.is_set():
+        _noted.set()
+        log.warning(
+            "searchfuse.tavily: api_key= is ignored; requests are routed over the "
+            "router's keys (TAVILY_API_KEYS, or router=...)"
+        )
+
+
+# -- errors ------------------------------------------------------------------------
+
+#: tavily-python's error class for each HTTP status it distinguishes.
+_BY_STATUS = {
+    400: "BadRequestError",
+    401: "InvalidAPIKeyError",
+    403: "ForbiddenError",
+    429: "UsageLimitExceededError",
+    432: "ForbiddenError",
+    433: "ForbiddenError",
+}
+#: For :class:`~searchfuse.NoKeyAvailable`: its diagnosis verdict says which
+#: status tavily-python would have seen from the one key it knows.
+_BY_VERDICT = {
+    "auth": "InvalidAPIKeyError",
+    "exhausted": "ForbiddenError",
+    "cooling": "UsageLimitExceededError",
+    "burst": "UsageLimitExceededError",
+}
+_MIXED: dict[tuple[type[BaseException], type[BaseException]], type[BaseException]] = {}
+_MIXED_LOCK = threading.Lock()
+
+
+def _tavily_class(name: str) -> type[BaseException] | None:
+    try:
+        errors = importlib.import_module("tavily.errors")
+    except ImportError:
+        return None
+    found = getattr(errors, name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def _tavily_name(exc: SearchFuseError) -> str | None:
+    if isinstance(exc, NoKeyAvailable):
+        verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
+        return _BY_VERDICT.get(verdict or "")
+    if isinstance(exc, SearchRefused):
+        # Refused for a rate limit, a cooldown or pacing: what a 429 means.
+        return "UsageLimitExceededError"
+    if isinstance(exc, SearchFailed) and exc.status_code is not None:
+        return _BY_STATUS.get(exc.status_code)
+    return None
+
+
+def tavily_error(exc: SearchFuseError) -> SearchFuseError:
+    """``exc`` as an instance of both its searchfuse class and tavily-python's matching one.
+
+    Returns ``exc`` itself when there is no matching class or tavily-python is
+    not installed. The copy has the same attributes (``retry_after``,
+    ``message``, ``diagnosis``...), and ``str()`` is the same message.
+    """
+    name = _tavily_name(exc)
+    base = _tavily_class(name) if name else None
+    if base is None or isinstance(exc, base):
+        return exc
+    own = type(exc)
+    with _MIXED_LOCK:
+        mixed = _MIXED.get((own, base))
+        if mixed is None:
+            doc = f"{own.__doc__ or own.__name__}\n\nAlso a ``tavily.errors.{base.__name__}``."
+            mixed = type(own.__name__, (own, base), {"__module__": __name__, "__doc__": doc})
+            _MIXED[(own, base)] = mixed
+    copy = mixed.__new__(mixed, *exc.args)
+    copy.__dict__.update(exc.__dict__)
+    assert isinstance(copy, SearchFuseError)
+    return copy
+
+
+# -- requests ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One tavily-python method call, as the router request it becomes."""
+
+    endpoint: str
+    body: dict[str, Any]
+    timeout: float | None
+    wants_usage: bool
+
+    @classmethod
+    def of(cls, method: str, arguments: dict[str, Any]) -> _Request:
+        """The request for ``method`` called with ``arguments`` (its bound parameters)."""
+        params = {k: v for k, v in arguments.items() if k not in ("self", "kwargs")}
+        extra = dict(arguments.get("kwargs") or {})
+        for name in _HEADER_OPTIONS:
+            extra.pop(name, None)
+        timeout = params.get("timeout")
+        if method == "search":
+            # A search's timeout bounds the HTTP call only; the other endpoints
+            # also hand it to Tavily, which stops working on the request then.
+            params.pop("timeout", None)
+            if timeout is not None:
+                timeout = min(float(timeout), MAX_SEARCH_TIMEOUT)
+        body = {k: v for k, v in params.items() if v is not None}
+        body.update(extra)
+        return cls(
+            f"/{method}",
+            body,
+            float(timeout) if timeout is not None else None,
+            bool(body.get("include_usage")),
+        )
+
+    def finish(self, result: Result) -> Result:
+        """Give the answer tavily-python's shape."""
+        if not self.wants_usage:
+            # The router asks for usage to count credits; the caller did not.
+            result.pop("usage", None)
+        if self.endpoint in ("/search", "/extract"):
+            result.setdefault("results", [])
+        if self.endpoint == "/extract":
+            result.setdefault("failed_results", [])
+        return result
+
+
+def _router_for(router: Router | None, api_key: str | None, options: dict[str, Any]) -> Router:
+    unknown = sorted(set(options) - _IGNORED_OPTIONS - {"api_base_url"})
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+    if api_key is not None:
+        _note_ignored_key()
+    base_url = options.get("api_base_url")
+    if router is not None:
+        if base_url is not None:
+            raise ValueError("api_base_url= and router= together: give base_url= to the Router")
+        return router
+    return Router.from_env(**({"base_url": base_url} if base_url else {}))
+
+
+class _Client:
+    """What both clients share: the router, and closing what they opened."""
+
+    def __init__(self, api_key: str | None, router: Router | None, options: dict[str, Any]):
+        self._owns_router = router is None
+        self.router = _router_for(router, api_key, options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(router={self.router!r})"
+
+
+class TavilyClient(_Client):
+    """tavily-python's ``TavilyClient``, routed over all keys of a :class:`~searchfuse.Router`.
+
+    Args:
+        api_key: accepted for compatibility and ignored (noted once in the log).
+        router: the router to use; default :meth:`Router.from_env` (closed
+            with this client).
+        **options: tavily-python's other constructor options (``proxies``,
+            ``project_id``...) are accepted and ignored; ``api_base_url`` sets
+            the default router's ``base_url``.
+    """
+
+    def __init__(
+        self, api_key: str | None = None, *, router: Router | None = None, **options: Any
+    ) -> None:
+        super().__init__(api_key, router, options)
+
+    def _send(self, method: str, arguments: dict[str, Any]) -> Result:
+        request = _Request.of(method, arguments)
+        try:
+            result = self.router.request(request.endpoint, request.body, timeout=request.timeout)
+        except SearchFuseError as exc:
+            raise tavily_error(exc) from exc.__cause__
+        return request.finish(result)
+
+    def search(
+        self,
+        /,
+        query: str,
+        search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] | None = None,
+        topic: Literal["general", "news", "finance"] | None = None,
+        time_range: Literal["day", "week", "month", "year"] | None = None,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        days: int | None = None,
+        max_age_hours: int | None = None,
+        max_results: int | None = None,
+        include_domains: Sequence[str] | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        include_domains_mode: Literal["restrict", "prefer"] | None = None,
+        include_answer: bool | Literal["basic", "advanced"] | None = None,
+        include_raw_content: bool | Literal["markdown", "text"] | None = None,
+        include_images: bool | None = None,
+        timeout: float = 60,
+        country: str | None = None,
+        auto_parameters: bool | None = None,
+        include_favicon: bool | None = None,
+        include_usage: bool | None = None,
+        exact_match: bool | None = None,
+        fetch_timeout: float | None = None,
+        cache_fallback: bool | None = None,
+        language: str | None = None,
+        filter_by_language: bool | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """Search the web (``POST /search``); Tavily's answer, ``results`` always present."""
+        return self._send("search", locals())
+
+    def extract(
+        self,
+        /,
+        urls: list[str] | str,
+        include_images: bool | None = None,
+        extract_depth: Literal["basic", "advanced"] | None = None,
+        format: Literal["markdown", "text"] | None = None,
+        timeout: float = 30,
+        include_favicon: bool | None = None,
+        include_usage: bool | None = None,
+        query: str | None = None,
+        chunks_per_source: int | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """Extract pages (``POST /extract``); ``results`` and ``failed_results`` always present."""
+        return self._send("extract", locals())
+
+    def crawl(
+        self,
+        /,
+        url: str,
+        max_depth: int | None = None,
+        max_breadth: int | None = None,
+        limit: int | None = None,
+        instructions: str | None = None,
+        select_paths: Sequence[str] | None = None,
+        select_domains: Sequence[str] | None = None,
+        exclude_paths: Sequence[str] | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        allow_external: bool | None = None,
+        include_images: bool | None = None,
+        extract_depth: Literal["basic", "advanced"] | None = None,
+        format: Literal["markdown", "text"] | None = None,
+        timeout: float = 150,
+        include_favicon: bool | None = None,
+        include_usage: bool | None = None,
+        chunks_per_source: int | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """Crawl a site from ``url`` (``POST /crawl``): ``base_url`` and the pages' ``results``."""
+        return self._send("crawl", locals())
+
+    def map(
+        self,
+        /,
+        url: str,
+        max_depth: int | None = None,
+        max_breadth: int | None = None,
+        limit: int | None = None,
+        instructions: str | None = None,
+        select_paths: Sequence[str] | None = None,
+        select_domains: Sequence[str] | None = None,
+        exclude_paths: Sequence[str] | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        allow_external: bool | None = None,
+        include_images: bool | None = None,
+        timeout: float = 150,
+        include_usage: bool | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """Map a site from ``url`` (``POST /map``): ``base_url`` and the URLs found."""
+        return self._send("map", locals())
+
+    def close(self) -> None:
+        """Close the router's connections if this client made the router."""
+        if self._owns_router:
+            self.router.close()
+
+    def __enter__(self) -> TavilyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _async_twin(
+    sync: Callable[Concatenate[TavilyClient, P], Result],
+) -> Callable[Concatenate[AsyncTavilyClient, P], Coroutine[Any, Any, Result]]:
+    """The ``async`` method with ``sync``'s name, parameters, defaults and docstring."""
+    signature = inspect.signature(sync)
+
+    async def method(self: AsyncTavilyClient, /, *args: P.args, **kwargs: P.kwargs) -> Result:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        return await self._send(sync.__name__, dict(bound.arguments))
+
+    functools.update_wrapper(method, sync)
+    return method
+
+
+class AsyncTavilyClient(_Client):
+    """tavily-python's ``AsyncTavilyClient``, routed over all keys of a :class:`~searchfuse.Router`.
+
+    The same constructor as :class:`TavilyClient`; ``search``, ``extract``,
+    ``crawl`` and ``map`` are coroutines with tavily-python's parameters.
+    """
+
+    def __init__(
+        self, api_key: str | None = None, *, router: Router | None = None, **options: Any
+    ) -> None:
+        super().__init__(api_key, router, options)
+
+    async def _send(self, method: str, arguments: dict[str, Any]) -> Result:
+        request = _Request.of(method, arguments)
+        try:
+            result = await self.router.arequest(
+                request.endpoint, request.body, timeout=request.timeout
+            )
+        except SearchFuseError as exc:
+            raise tavily_error(exc) from exc.__cause__
+        return request.finish(result)
+
+    search = _async_twin(TavilyClient.search)
+    extract = _async_twin(TavilyClient.extract)
+    map = _async_twin(TavilyClient.map)
+
+    async def crawl(
+        self,
+        /,
+        url: str,
+        max_depth: int | None = None,
+        max_breadth: int | None = None,
+        limit: int | None = None,
+        instructions: str | None = None,
+        select_paths: Sequence[str] | None = None,
+        select_domains: Sequence[str] | None = None,
+        exclude_paths: Sequence[str] | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        allow_external: bool | None = None,
+        # tavily-python's async crawl has these two the other way round from its sync one.
+        extract_depth: Literal["basic", "advanced"] | None = None,
+        include_images: bool | None = None,
+        format: Literal["markdown", "text"] | None = None,
+        timeout: float = 150,
+        include_favicon: bool | None = None,
+        include_usage: bool | None = None,
+        chunks_per_source: int | None = None,
+        **kwargs: Any,
+    ) -> Result:
+        """Crawl a site from ``url`` (``POST /crawl``): ``base_url`` and the pages' ``results``."""
+        return await self._send("crawl", locals())
+
+    async def close(self) -> None:
+        """Close the router's connections if this client made the router."""
+        if self._owns_router:
+            await self.router.aclose()
+
+    async def __aenter__(self) -> AsyncTavilyClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

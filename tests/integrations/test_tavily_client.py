@@ -1,0 +1,278 @@
+"""searchfuse.tavily: tavily-python's clients routed over all keys, on the simulated Tavily."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import tavily
+import tavily.errors
+
+import searchfuse.tavily as facade
+from searchfuse import BadRequest, CooldownActive, NoKeyAvailable, RateLimited, Router
+from searchfuse.tavily import AsyncTavilyClient, TavilyClient
+from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
+
+K1, K2, K3, K4 = TEST_KEYS
+METHODS = ("search", "extract", "crawl", "map")
+
+#: One call of each method, with the first argument a real program would pass.
+CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "search": (("python 3.13 release date",), {"max_results": 3}),
+    "extract": ((["https://docs.example.com/a", "https://docs.example.com/b"],), {}),
+    "crawl": (("https://docs.example.com",), {"max_depth": 1, "limit": 3}),
+    "map": (("https://docs.example.com",), {"max_depth": 2, "limit": 8}),
+}
+
+
+def router_on(fake: FakeTavily, clock: FakeClock, **options: Any) -> Router:
+    return Router(
+        list(TEST_KEYS),
+        clock=clock,
+        transport=fake.transport(),
+        async_transport=fake.transport(),
+        **options,
+    )
+
+
+@pytest.fixture
+def router(fake_tavily: FakeTavily, fake_clock: FakeClock) -> Router:
+    return router_on(fake_tavily, fake_clock)
+
+
+def call_sync(client: TavilyClient, method: str) -> dict[str, Any]:
+    args, kwargs = CALLS[method]
+    result: dict[str, Any] = getattr(client, method)(*args, **kwargs)
+    return result
+
+
+async def call_async(client: AsyncTavilyClient, method: str) -> dict[str, Any]:
+    args, kwargs = CALLS[method]
+    result: dict[str, Any] = await getattr(client, method)(*args, **kwargs)
+    return result
+
+
+Caller = Callable[[Router, str], Awaitable[dict[str, Any]]]
+
+
+async def through_sync(router: Router, method: str) -> dict[str, Any]:
+    return call_sync(TavilyClient(router=router), method)
+
+
+async def through_async(router: Router, method: str) -> dict[str, Any]:
+    return await call_async(AsyncTavilyClient(router=router), method)
+
+
+both = pytest.mark.parametrize("through", [through_sync, through_async], ids=["sync", "async"])
+every_method = pytest.mark.parametrize("method", METHODS)
+
+
+def posts(fake: FakeTavily, method: str) -> list[tuple[str | None, int | None]]:
+    """(key fingerprint, status) of each request to the method's endpoint."""
+    return [(r.key_fingerprint, r.status) for r in fake.requests if r.path == f"/{method}"]
+
+
+# -- the same surface as tavily-python ---------------------------------------------
+
+
+def _parameters(function: Any) -> list[tuple[str, Any, Any]]:
+    signature = inspect.signature(function)
+    return [(p.name, p.kind, p.default) for p in signature.parameters.values() if p.name != "self"]
+
+
+@every_method
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [(TavilyClient, tavily.TavilyClient), (AsyncTavilyClient, tavily.AsyncTavilyClient)],
+    ids=["TavilyClient", "AsyncTavilyClient"],
+)
+def test_methods_take_tavily_pythons_parameters(method: str, ours: type, theirs: type) -> None:
+    # A tavily-python release that adds, renames or re-defaults a parameter fails here.
+    assert _parameters(getattr(ours, method)) == _parameters(getattr(theirs, method))
+    assert inspect.iscoroutinefunction(getattr(ours, method)) == inspect.iscoroutinefunction(
+        getattr(theirs, method)
+    )
+
+
+# -- every method, routed ---------------------------------------------------------
+
+
+@both
+@every_method
+async def test_each_method_reaches_its_endpoint_with_one_key_and_keeps_the_shape(
+    through: Caller, method: str, router: Router, fake_tavily: FakeTavily
+) -> None:
+    result = await through(router, method)
+    ((key, status),) = posts(fake_tavily, method)
+    assert (key, status) == (fake_tavily.fingerprint(K1), 200)
+    assert result["searchfuse"] == {"served_by": "tavily", "key": "tvly-dev-…0001"}
+    # Usage was asked for the router's accounting, not by the caller: not handed back.
+    assert "usage" not in result
+    assert result["results"]
+    if method == "extract":
+        assert result["failed_results"] == []
+    if method in ("crawl", "map"):
+        assert result["base_url"] == "https://docs.example.com"
+
+
+async def test_search_sends_tavily_pythons_body_and_returns_usage_when_asked(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    result = AsyncTavilyClient(router=router)
+    answer = await result.search(
+        "rust 2024 edition", search_depth="advanced", include_domains=["example.org"], timeout=300
+    )
+    (request,) = fake_tavily.searches
+    assert request.body is not None
+    assert request.body["search_depth"] == "advanced"
+    assert request.body["include_domains"] == ["example.org"]
+    # tavily-python sends the search timeout to nobody: it bounds the HTTP call only.
+    assert "timeout" not in request.body and "topic" not in request.body
+    assert all(r["url"].startswith("https://example.org/") for r in answer["results"])
+    with_usage = TavilyClient(router=router).search("rust 2024", include_usage=True)
+    assert with_usage["usage"] == {"credits": 1}
+
+
+def test_extract_crawl_and_map_send_their_timeout_and_count_credits(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    client = TavilyClient(router=router)
+    client.extract("https://docs.example.com/one", extract_depth="advanced")
+    client.crawl("https://docs.example.com", limit=12, max_depth=2)
+    client.map("docs.example.com", instructions="only docs", limit=10, max_depth=2)
+    extract, crawl, map_ = (r for r in fake_tavily.requests if r.path != "/usage")
+    assert (extract.body or {})["timeout"] == 30
+    assert (crawl.body or {})["timeout"] == 150 and (map_.body or {})["timeout"] == 150
+    # advanced extract of 1 URL: 2; crawl of 12 pages: map 2 + extract 3; map with instructions: 2.
+    assert [extract.credits, crawl.credits, map_.credits] == [2, 5, 2]
+    (served,) = {r.key_fingerprint for r in (extract, crawl, map_)}
+    usage = fake_tavily.usage_of(next(k for k in TEST_KEYS if fake_tavily.fingerprint(k) == served))
+    assert usage["key"]["extract_usage"] == 2 and usage["key"]["crawl_usage"] == 5
+    assert usage["key"]["map_usage"] == 2
+
+
+def test_extract_reports_urls_it_could_not_fetch(router: Router) -> None:
+    result = TavilyClient(router=router).extract(["https://example.com/ok", "not a url"])
+    assert [r["url"] for r in result["results"]] == ["https://example.com/ok"]
+    assert result["failed_results"] == [{"url": "not a url", "error": "Failed to fetch url"}]
+
+
+# -- fail-over and the hard stop ------------------------------------------------------
+
+
+@both
+@every_method
+async def test_a_401_fails_over_to_the_next_key(
+    through: Caller, method: str, router: Router, fake_tavily: FakeTavily
+) -> None:
+    # The key passes its /usage check, then the endpoint refuses it.
+    fake_tavily.fail_next(401, key=K1, path=f"/{method}")
+    result = await through(router, method)
+    assert posts(fake_tavily, method) == [
+        (fake_tavily.fingerprint(K1), 401),
+        (fake_tavily.fingerprint(K2), 200),
+    ]
+    assert result["searchfuse"]["key"] == "tvly-dev-…0002"
+    assert router.status()[0].cooldown_reason == "auth"
+
+
+@both
+@every_method
+async def test_a_429_stops_at_once_and_the_next_call_sends_nothing(
+    through: Caller, method: str, router: Router, fake_tavily: FakeTavily
+) -> None:
+    fake_tavily.fail_next(429, retry_after=30, path=f"/{method}")
+    with pytest.raises(tavily.UsageLimitExceededError) as stopped:
+        await through(router, method)
+    assert isinstance(stopped.value, RateLimited)
+    assert stopped.value.retry_after == 30
+    assert posts(fake_tavily, method) == [(fake_tavily.fingerprint(K1), 429)]
+
+    with pytest.raises(tavily.UsageLimitExceededError) as refused:
+        await through(router, method)
+    assert isinstance(refused.value, CooldownActive)
+    assert len(posts(fake_tavily, method)) == 1  # refused locally: no request
+
+
+@both
+async def test_every_key_revoked_is_an_invalid_api_key_error(
+    through: Caller, router: Router, fake_tavily: FakeTavily
+) -> None:
+    for key in TEST_KEYS:
+        fake_tavily.revoke(key)
+    with pytest.raises(tavily.InvalidAPIKeyError) as failed:
+        await through(router, "extract")
+    assert isinstance(failed.value, NoKeyAvailable)
+    assert "tvly-dev-test" not in str(failed.value)  # masked keys only
+
+
+def test_every_key_spent_is_a_forbidden_error(router: Router, fake_tavily: FakeTavily) -> None:
+    for key in TEST_KEYS:
+        fake_tavily.set_limit(key, 10)
+        fake_tavily.set_usage(key, usage=10)
+    with pytest.raises(tavily.errors.ForbiddenError) as failed:
+        TavilyClient(router=router).search("q")
+    assert isinstance(failed.value, NoKeyAvailable)
+
+
+def test_a_400_is_a_bad_request_error_and_no_key_is_penalised(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    too_many = [f"https://example.com/{i}" for i in range(25)]
+    with pytest.raises(tavily.BadRequestError) as failed:
+        TavilyClient(router=router).extract(too_many)
+    assert isinstance(failed.value, BadRequest)
+    assert "at most 20" in str(failed.value)
+    assert posts(fake_tavily, "extract") == [(fake_tavily.fingerprint(K1), 400)]
+    assert all(s.cooldown_reason is None for s in router.status())
+
+
+def test_tavily_python_style_handlers_catch_the_routed_errors(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    # What existing code looks like: it knows tavily-python's errors only.
+    fake_tavily.fail_next(429, path="/search")
+    client = TavilyClient(router=router)
+    told = ""
+    try:
+        client.search("q")
+    except tavily.UsageLimitExceededError as exc:
+        told = str(exc)
+    assert "429" in told and "Do not retry" in told
+
+
+# -- construction ---------------------------------------------------------------------
+
+
+def test_api_key_is_ignored_with_one_note(
+    router: Router, fake_tavily: FakeTavily, caplog: pytest.LogCaptureFixture, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(facade, "_noted", type(facade._noted)())
+    with caplog.at_level(logging.WARNING, logger="searchfuse.tavily"):
+        TavilyClient("tvly-dev-test0009", router=router).search("q")
+        AsyncTavilyClient(api_key="tvly-dev-test0009", router=router, project_id="p1")
+    notes = [r for r in caplog.records if "api_key= is ignored" in r.getMessage()]
+    assert len(notes) == 1
+    (request,) = fake_tavily.searches
+    assert request.key_fingerprint == fake_tavily.fingerprint(K1)  # a router key, not the given one
+
+
+def test_without_a_router_the_keys_come_from_the_environment(
+    fake_tavily: FakeTavily, tavily_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAVILY_API_KEYS", f"{K3},{K4}")
+    with TavilyClient(api_base_url=tavily_server) as client:
+        result = client.map("https://docs.example.com", limit=2)
+    assert len(result["results"]) == 2
+    (request,) = [r for r in fake_tavily.requests if r.path == "/map"]
+    assert request.key_fingerprint in {fake_tavily.fingerprint(K3), fake_tavily.fingerprint(K4)}
+
+
+def test_unknown_options_are_a_type_error(router: Router) -> None:
+    with pytest.raises(TypeError, match="api_kee"):
+        TavilyClient(router=router, api_kee="x")
+    with pytest.raises(ValueError, match="base_url"):
+        TavilyClient(router=router, api_base_url="http://127.0.0.1:9")
