@@ -276,3 +276,19 @@ def test_unknown_options_are_a_type_error(router: Router) -> None:
         TavilyClient(router=router, api_kee="x")
     with pytest.raises(ValueError, match="base_url"):
         TavilyClient(router=router, api_base_url="http://127.0.0.1:9")
+
+
+def test_timeout_is_tavily_pythons_a_long_crawl_waits_and_a_slow_search_fails_over(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    client = TavilyClient(router=router)
+    # The router's own read timeout is 30 s; a crawl allows 150 s by default.
+    fake_tavily.slow_next(40, path="/crawl")
+    assert client.crawl("https://docs.example.com", limit=2)["results"]
+    fake_tavily.slow_next(25, path="/search")
+    result = client.search("q", timeout=20)
+    slow, served = fake_tavily.searches  # the first answer came after the 20 s: next key
+    assert slow.key_fingerprint != served.key_fingerprint
+    reasons = {s.fingerprint: s.cooldown_reason for s in router.status()}
+    assert reasons[slow.key_fingerprint] == "upstream"
+    assert reasons[served.key_fingerprint] is None and result["results"]
