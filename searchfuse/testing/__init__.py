@@ -116,11 +116,10 @@ def reset() -> None:
     :func:`set_testing` installed goes back to where it started; real time
     is left alone.
     """
-    guard = sys.modules.get("searchfuse.guard")
-    if guard is not None:  # no guard exists unless searchfuse.guard was imported
-        reset_all = getattr(guard, "reset_all", None)
-        if reset_all is not None:
-            reset_all()
+    if "searchfuse.guard" in sys.modules:  # else no guard exists to reset
+        from searchfuse.guard import reset_all
+
+        reset_all()
     if "searchfuse.testing._clock" in sys.modules:  # else no fake clock was ever made
         from searchfuse import _clock as clock_seam
         from searchfuse.testing._clock import FakeClock

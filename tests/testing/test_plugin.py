@@ -390,3 +390,69 @@ def test_reset_rewinds_the_installed_fake_clock_and_leaves_real_time_alone() -> 
     before = _clock.now()
     reset()  # real time: nothing to rewind
     assert _clock.now() >= before
+
+
+def test_a_429_in_one_test_does_not_refuse_the_next(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from searchfuse import RateLimited, Router, guard
+        from searchfuse.testing import TEST_KEYS
+
+        calls = []
+
+        class Upstream429(Exception):
+            status_code = 429
+
+        @guard  # module level: one guard for the whole test module, as in real suites
+        def web_search(query: str) -> str:
+            calls.append(query)
+            if query == "overload":
+                raise Upstream429("too many requests")
+            return f"results for {query}"
+
+        def test_first_trips_the_fuse():
+            try:
+                web_search("overload")
+            except RateLimited:
+                pass
+            else:
+                raise AssertionError("the 429 was not recognised")
+
+        def test_second_searches_freely():
+            assert web_search("a new query") == "results for a new query"
+            assert calls == ["overload", "a new query"]
+        """
+    )
+
+    result = pytester.runpytest(*INNER)
+
+    result.assert_outcomes(passed=2)
+
+
+def test_reset_forgets_every_guard() -> None:
+    from searchfuse import CooldownActive, guard, turn
+
+    class Upstream429(Exception):
+        status_code = 429
+
+    @guard
+    def web_search(query: str) -> str:
+        if query == "overload":
+            raise Upstream429("too many requests")
+        return query
+
+    @guard(per_turn=1)
+    def other(query: str) -> str:
+        return query
+
+    with testing_mode(), turn():
+        with pytest.raises(searchfuse.RateLimited):
+            web_search("overload")
+        with pytest.raises(CooldownActive):
+            web_search("next")
+        other("one")
+        with pytest.raises(searchfuse.TurnLimitReached):
+            other("two")
+        reset()
+        assert web_search("next") == "next"
+        assert other("two") == "two"
