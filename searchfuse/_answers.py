@@ -14,6 +14,7 @@ from typing import Any
 __all__ = [
     "MAX_PARK",
     "MAX_WAIT",
+    "MIN_RETRY_AFTER",
     "clamp_park",
     "clamp_wait",
     "parse_retry_after",
@@ -25,14 +26,19 @@ __all__ = [
 MAX_PARK = 3600.0
 #: The longest the caller is ever made to wait inside one call (``on_429="retry"``).
 MAX_WAIT = 10.0
+#: The shortest Retry-After believed. The header counts whole seconds, so "0"
+#: (or "0.01") can only mean "under a second"; taken literally it would switch
+#: the router's hold and the guard's fuse off while the server is refusing us.
+MIN_RETRY_AFTER = 1.0
 
 
 def parse_retry_after(value: str | float | int | None, now: float) -> float | None:
     """Seconds to wait from a ``Retry-After`` value, or ``None`` if it says nothing usable.
 
     Accepts delta-seconds (``"60"``, ``"0.5"``) and HTTP dates. Negative,
-    non-finite and malformed values count as absent. The result is not clamped:
-    see :func:`clamp_park` and :func:`clamp_wait`.
+    non-finite and malformed values count as absent; values below
+    :data:`MIN_RETRY_AFTER` are raised to it. The result is not clamped from
+    above: see :func:`clamp_park` and :func:`clamp_wait`.
     """
     if value is None:
         return None
@@ -59,7 +65,7 @@ def parse_retry_after(value: str | float | int | None, now: float) -> float | No
                 return None
     if not math.isfinite(seconds) or seconds < 0:
         return None
-    return seconds
+    return max(seconds, MIN_RETRY_AFTER)
 
 
 def clamp_park(seconds: float) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -77,7 +78,8 @@ def _err(text: str) -> None:
 
 
 def _json(data: Any) -> None:
-    _out(json.dumps(data, indent=2))
+    # Strict JSON whatever a server sent: no NaN, no Infinity.
+    _out(json.dumps(_finite(data), indent=2, allow_nan=False))
 
 
 # -- building a router from the options ------------------------------------------
@@ -231,20 +233,45 @@ def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str
     return _table(columns, widths) if widths is not None else _stacked(columns, width)
 
 
+def _line(value: Any, limit: int) -> str:
+    """``value`` as one line of printable text, at most ``limit`` characters."""
+    text = "" if value is None else str(value)[: limit * 4]
+    # A lone surrogate (a truncated emoji in the server's JSON) cannot be printed.
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text[:limit]
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by ``None``: what JSON can say."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def format_results(data: dict[str, Any]) -> str:
     """A search answer as text for people."""
+    # The answer comes from a server: any field may be missing or oddly shaped.
     lines = []
     if data.get("answer"):
-        lines += [f"Answer: {data['answer']}", ""]
-    for i, item in enumerate(data.get("results") or [], 1):
-        lines.append(f"{i}. {item.get('title', '')}")
-        lines.append(f"   {item.get('url', '')}")
-        content = " ".join(str(item.get("content") or "").split())
+        lines += [f"Answer: {_line(data['answer'], 2000)}", ""]
+    results = data.get("results")
+    items = results if isinstance(results, list) else []
+    for i, item in enumerate(items, 1):
+        item = item if isinstance(item, dict) else {"content": item}
+        lines.append(f"{i}. {_line(item.get('title'), 200)}")
+        lines.append(f"   {_line(item.get('url'), 500)}")
+        content = _line(item.get("content"), 4000)
         if content:
             lines.append(f"   {textwrap.shorten(content, 240, placeholder=' …')}")
-    if not data.get("results"):
+    if not items:
         lines.append("(no results)")
-    served = data.get("searchfuse") or {}
+    served = data.get("searchfuse")
+    served = served if isinstance(served, dict) else {}
     if served:
         who = served.get("served_by", "?")
         key = served.get("key")

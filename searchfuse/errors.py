@@ -61,9 +61,14 @@ class ConfigError(SearchFuseError):
         super().__init__(f"{where}: {problem}. Fix: {fix}")
 
 
-def _seconds(value: float) -> int:
-    """Whole seconds to tell a model, rounded up so "0 s" never means "now" too early."""
-    return max(1, math.ceil(value))
+def _duration(value: float, *, more: bool = False) -> str:
+    """``"1 second"``, ``"45 seconds"`` (``more``: ``"1 more second"``), for people and models.
+
+    Rounded up to whole seconds, at least one, so "0 seconds" never says "now" too early.
+    """
+    n = max(1, math.ceil(value)) if math.isfinite(value) else 1
+    unit = "second" if n == 1 else "seconds"
+    return f"{n} more {unit}" if more else f"{n} {unit}"
 
 
 class SearchRefused(SearchFuseError):
@@ -118,9 +123,9 @@ class CooldownActive(SearchRefused):
         if message is None:
             message = (
                 f"Search refused: the search backend is cooling down after a {cause} for "
-                f"{_seconds(retry_after)} more seconds. Do not retry now. Answer from what "
+                f"{_duration(retry_after, more=True)}. Do not retry now. Answer from what "
                 "you already have or from local data, or tell the user that web search is "
-                f"paused for {_seconds(retry_after)} seconds and ask whether to wait."
+                f"paused for {_duration(retry_after)} and ask whether to wait."
             )
         super().__init__(message, retry_after=retry_after)
 
@@ -141,10 +146,10 @@ class RateLimited(SearchRefused):
         if message is None:
             message = (
                 "Search stopped: the search backend answered 429 (too many requests). "
-                f"It is cooling down for {_seconds(retry_after)} seconds. Do not retry and "
+                f"It is cooling down for {_duration(retry_after)}. Do not retry and "
                 "do not switch to another search tool. Use the results you already have, "
-                f"or tell the user that web search is paused for {_seconds(retry_after)} "
-                "seconds and ask whether to wait."
+                f"or tell the user that web search is paused for {_duration(retry_after)} "
+                "and ask whether to wait."
             )
         super().__init__(message, retry_after=retry_after)
 
@@ -177,8 +182,8 @@ class NoKeyAvailable(SearchRefused):
                 message = f"Search refused: no API key can serve right now ({detail})."
                 if retry_after is not None:
                     message += (
-                        f" The first key is available again in {_seconds(retry_after)} "
-                        "seconds; tell the user and ask whether to wait."
+                        f" The first key is available again in {_duration(retry_after)}; "
+                        "tell the user and ask whether to wait."
                     )
                 else:
                     message += " Answer from local data and tell the user web search is down."

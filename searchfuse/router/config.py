@@ -26,7 +26,7 @@ from typing import Any
 
 from searchfuse import _clock
 from searchfuse._files import atomic_write, backup, clean_stale_temps
-from searchfuse._secrets import fingerprint, mask
+from searchfuse._secrets import fingerprint, mask, redact
 from searchfuse.errors import ConfigError
 from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
 
@@ -65,6 +65,17 @@ _KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
 _KNOWN_ITEM = {"key", "account", "source", "notes", "disabled"}
 #: Keys files already warned about (world-readable): once per process.
 _warned_modes: set[str] = set()
+
+
+def _shown(value: Any) -> str:
+    """A value from the user's file, quoted in an error: short, and with anything key-like masked
+    (a key pasted into the wrong field must not end up in logs)."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=repr)
+    except (ValueError, RecursionError):
+        text = type(value).__name__
+    text = redact(text, ())
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _describe(ch: str) -> str:
@@ -187,7 +198,7 @@ def _cooldown(value: Any, source: str) -> float:
         raise ConfigError(
             source,
             "cooldown_minutes",
-            f"expected a number of minutes, got {json.dumps(value)}",
+            f"expected a number of minutes, got {_shown(value)}",
             "write a number such as 0.5 or 1",
         )
     minutes = float(value)
@@ -224,7 +235,7 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
         raise ConfigError(
             source,
             "format_version",
-            f"unknown format version {json.dumps(version)}",
+            f"unknown format version {_shown(version)}",
             f"use {FORMAT_VERSION}, or remove the field to have the file migrated",
         )
     if "keys" not in data:
@@ -263,7 +274,7 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
                 raise ConfigError(
                     source,
                     f"{where}.disabled",
-                    f"expected true or false, got {json.dumps(disabled)}",
+                    f"expected true or false, got {_shown(disabled)}",
                     "write true to keep the key out of rotation, or remove the field",
                 )
             extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
@@ -506,7 +517,7 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
             raise ConfigError(
                 "environment",
                 "SEARCHFUSE_COOLDOWN_MINUTES",
-                f"{raw_minutes[:40]!r} is not a usable number of minutes",
+                f"{_shown(raw_minutes)} is not a usable number of minutes",
                 "set it to a finite number >= 0, such as 0.5",
             ) from None
     data = {"format_version": FORMAT_VERSION, "keys": items, "cooldown_minutes": cooldown}

@@ -45,6 +45,10 @@ def _iso(epoch: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+def _figure(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
+
+
 def _month_end(now: float) -> float:
     """The first instant of the next month (UTC): when Tavily's monthly quota rolls."""
     t = time.gmtime(now)
@@ -185,7 +189,7 @@ def _state_step(cands: Sequence[Candidate], now: float) -> Step:
         if ks.cooldown_until is not None:
             parts.append(f"cooldown_until {_iso(ks.cooldown_until)} ({ks.cooldown_reason})")
         if figures["plan_limit"] is not None:
-            parts.append(f"plan {figures['plan_usage']:g}/{figures['plan_limit']:g}")
+            parts.append(f"plan {_figure(figures['plan_usage'])}/{_figure(figures['plan_limit'])}")
         if ks.last_error:
             parts.append(f"last error {ks.last_error!r}")
         parts.append("never synced" if age is None else f"synced {_secs(age)} ago")

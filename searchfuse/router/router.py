@@ -9,6 +9,7 @@ that I/O, so ``search`` and ``asearch`` cannot drift apart.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import math
 import os
@@ -673,6 +674,16 @@ class Router:
         sent = {k: v for k, v in body.items() if v is not None}
         # Count credits locally instead of asking /usage before every request (incident 3).
         sent.setdefault("include_usage", True)
+        try:
+            json.dumps(sent, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate: half an emoji, cut off in a model's JSON tool call.
+            raise BadRequest(
+                "the query or a parameter contains a lone surrogate (half of an emoji or "
+                "other character); remove it or send the whole character"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"the parameters cannot be sent as JSON ({exc})") from None
         return sent
 
     # -- drivers ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from searchfuse._secrets import redact
 from searchfuse.errors import ConfigError, SearchFailed
 
 __all__ = [
@@ -219,7 +220,7 @@ class Usage:
             key_usage=figure(key.get("usage")),
             key_limit=figure(key.get("limit")),
             search_usage=figure(key.get("search_usage")),
-            current_plan=_clean_text(plan)[:80] if isinstance(plan, str) else None,
+            current_plan=redact(_clean_text(plan), ())[:80] if isinstance(plan, str) else None,
             plan_usage=figure(account.get("plan_usage")),
             plan_limit=figure(account.get("plan_limit")),
             paygo_usage=figure(account.get("paygo_usage")),

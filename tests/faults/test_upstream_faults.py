@@ -209,3 +209,43 @@ def test_fifty_threads_share_one_sync_client(monkeypatch: pytest.MonkeyPatch) ->
             t.join(10)
     assert not errors
     assert len(created) == 1
+
+
+# -- Retry-After floor and duration grammar -------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "0.01", "0.5"])
+def test_retry_after_zero_keeps_the_hold_and_the_fuse_on(value: str) -> None:
+    from searchfuse import CooldownActive, RateLimited, guard, turn
+    from searchfuse.testing import FakeClock
+
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if request.url.path == "/usage":
+            return httpx.Response(200, json=usage_json())
+        return httpx.Response(429, headers={"Retry-After": value}, json={"detail": {"error": "x"}})
+
+    clock = FakeClock()
+    router = Router(KEYS, clock=clock, transport=httpx.MockTransport(handler))
+    with pytest.raises(RateLimited) as info:
+        router.search("q")
+    assert info.value.retry_after == 1.0
+    assert "1 second." in info.value.message and "1 seconds" not in info.value.message
+    searches = calls.count("/search")
+    with pytest.raises(CooldownActive) as held:
+        router.search("q")  # the hold is on: nothing is sent
+    assert calls.count("/search") == searches
+    assert "1 more second" in held.value.message
+
+    clock.advance(1.0)
+
+    @guard(router=router, clock=clock)
+    def web_search(query: str) -> dict[str, Any]:
+        raise AssertionError("delegated to the router")
+
+    with turn(), pytest.raises(RateLimited):
+        web_search("again")
+    with turn(), pytest.raises(CooldownActive):
+        web_search("and again")  # the fuse is tripped, not switched off by "0"
