@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchfuse._format import duration as _secs
+from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason
 
 __all__ = [
@@ -155,7 +156,11 @@ def _used_share(c: Candidate) -> float | None:
 def _bursts(cands: Sequence[Candidate], now: float) -> list[Candidate]:
     """The largest group of keys whose rate-limit cooldowns began within BURST_WINDOW."""
     started = sorted(
-        (c for c in cands if c.state.cooling(now) and c.state.cooldown_reason == "rate_limited"),
+        (
+            c
+            for c in cands
+            if c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED
+        ),
         key=lambda c: c.state.cooldown_started or c.state.cooldown_until or 0.0,
     )
     best: list[Candidate] = []
@@ -385,7 +390,7 @@ def _verdict(
             wait,
         )
     reasons = {c.state.cooldown_reason for c in cooling}
-    if cooling and reasons <= {"auth"}:
+    if cooling and reasons <= {Outcome.AUTH}:
         return (
             "auth",
             "every key was rejected (401/403). Check the keys in config/keys.json or the "
@@ -393,7 +398,7 @@ def _verdict(
             "`searchfuse diagnose --probe` re-checks them now.",
             wait,
         )
-    if cooling and reasons <= {"upstream"}:
+    if cooling and reasons <= {Outcome.UPSTREAM}:
         return (
             "upstream",
             "Tavily failed for every key it was asked with (5xx, timeout or no connection). "

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_WAIT",
     "REACTIONS",
     "Outcome",
+    "Park",
     "Reaction",
     "clamp_park",
     "clamp_wait",
@@ -55,36 +56,85 @@ class Outcome(enum.StrEnum):
     RATE_LIMITED = "rate_limited"
     EXHAUSTED = "exhausted"
     UPSTREAM = "upstream"
+    #: A redirect or a 404/405 from ``/search``: the base URL does not point at
+    #: Tavily's API. A configuration problem, not the key's fault.
+    MISCONFIGURED = "misconfigured"
+
+
+class Park(enum.StrEnum):
+    """What an answer does to the key's cooldown."""
+
+    #: Success: the key's error and cooldown are cleared.
+    CLEAR = "clear"
+    #: The key is left as it was (the request or the configuration is wrong).
+    NONE = "none"
+    #: :data:`AUTH_COOLDOWN` (401/403 are never permanent, incident 7).
+    AUTH = "auth"
+    #: Retry-After, else the router's ``cooldown_minutes``.
+    RETRY_AFTER = "retry_after"
+    #: The router's ``cooldown_minutes``.
+    FALLBACK = "fallback"
+    #: Soft skip until ``/usage`` shows headroom or the month rolls.
+    EXHAUSTED = "exhausted"
 
 
 @dataclass(frozen=True)
 class Reaction:
-    """What the router does with a key after an answer of one kind.
+    """What the router does after an answer of one kind. The router reads these fields;
+    it does not restate the table in if-chains.
 
-    ``cooldown`` is ``"clear"`` (remove error and cooldown), ``"none"`` (leave the
-    key alone), ``"auth"`` (:data:`AUTH_COOLDOWN`), ``"retry_after"``
-    (Retry-After, else ``cooldown_minutes``), ``"fallback"`` (``cooldown_minutes``)
-    or ``"exhausted"`` (soft skip until ``/usage`` shows headroom or the month
-    rolls). ``failover`` says whether the same search moves on to the next key;
-    for 429 the router's ``on_429`` policy decides instead.
+    - ``park``: what happens to the key's cooldown (:class:`Park`);
+    - ``failover``: whether the same call moves on to the next key (``None``:
+      the router's ``on_429`` policy decides);
+    - ``penalises_key``: whether the key's error is recorded against it;
+    - ``holds_router``: whether the whole router is held for the park (unless
+      ``on_429="failover"``): a burst that 429s one key 429s them all (incident 1);
+    - ``trips_breaker``: whether the answer counts as Tavily failing, for the
+      router-wide breaker.
     """
 
     outcome: Outcome
-    cooldown: str
+    park: Park
     failover: bool | None
     penalises_key: bool
+    holds_router: bool = False
+    trips_breaker: bool = False
+
+    @property
+    def cooldown(self) -> str:
+        """The park kind as a string (older name of :attr:`park`)."""
+        return str(self.park)
+
+    def park_seconds(self, retry_after: float | None, fallback: float) -> float:
+        """How long the key is parked: clamped to :data:`MAX_PARK`; 0.0 for no park."""
+        if self.park is Park.AUTH:
+            return AUTH_COOLDOWN
+        if self.park is Park.RETRY_AFTER:
+            return clamp_park(retry_after if retry_after is not None else fallback)
+        if self.park is Park.FALLBACK:
+            return clamp_park(fallback)
+        return 0.0
 
 
 #: The reaction table of DESIGN.md, row by row.
 REACTIONS: dict[Outcome, Reaction] = {
-    Outcome.OK: Reaction(Outcome.OK, "clear", failover=False, penalises_key=False),
-    Outcome.BAD_REQUEST: Reaction(Outcome.BAD_REQUEST, "none", failover=False, penalises_key=False),
-    Outcome.AUTH: Reaction(Outcome.AUTH, "auth", failover=True, penalises_key=True),
-    Outcome.RATE_LIMITED: Reaction(
-        Outcome.RATE_LIMITED, "retry_after", failover=None, penalises_key=True
+    Outcome.OK: Reaction(Outcome.OK, Park.CLEAR, failover=False, penalises_key=False),
+    Outcome.BAD_REQUEST: Reaction(
+        Outcome.BAD_REQUEST, Park.NONE, failover=False, penalises_key=False
     ),
-    Outcome.EXHAUSTED: Reaction(Outcome.EXHAUSTED, "exhausted", failover=True, penalises_key=True),
-    Outcome.UPSTREAM: Reaction(Outcome.UPSTREAM, "fallback", failover=True, penalises_key=True),
+    Outcome.AUTH: Reaction(Outcome.AUTH, Park.AUTH, failover=True, penalises_key=True),
+    Outcome.RATE_LIMITED: Reaction(
+        Outcome.RATE_LIMITED, Park.RETRY_AFTER, failover=None, penalises_key=True, holds_router=True
+    ),
+    Outcome.EXHAUSTED: Reaction(
+        Outcome.EXHAUSTED, Park.EXHAUSTED, failover=True, penalises_key=True
+    ),
+    Outcome.UPSTREAM: Reaction(
+        Outcome.UPSTREAM, Park.FALLBACK, failover=True, penalises_key=True, trips_breaker=True
+    ),
+    Outcome.MISCONFIGURED: Reaction(
+        Outcome.MISCONFIGURED, Park.NONE, failover=False, penalises_key=False
+    ),
 }
 
 
@@ -102,6 +152,9 @@ def classify_status(status: int | None) -> Outcome:
         return Outcome.EXHAUSTED
     if status >= 500:
         return Outcome.UPSTREAM
+    if 300 <= status < 400 or status in (404, 405):
+        # Tavily never redirects and always has /search: the address is wrong.
+        return Outcome.MISCONFIGURED
     # 400 and every other 4xx: the request is wrong, not the key.
     return Outcome.BAD_REQUEST
 

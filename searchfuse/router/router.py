@@ -881,17 +881,23 @@ class Router:
             evidence: list[dict[str, Any]] = []
             said = {c.entry.fingerprint: blocked_reason(c, now) for c in before}
             # One key at a time, /usage only: a probe must never spend search credits.
-            for result in (yield from self._probe_flow()):
+            results = yield from self._probe_flow()
+            now, probed = self._snapshot()
+            still = {c.entry.fingerprint: blocked_reason(c, now) for c in probed}
+            for result in results:
                 ev: dict[str, Any] = result.to_dict()
-                if result.ok:
-                    was = said.get(result.fingerprint)
-                    ev["note"] = (
-                        f"/usage 200; the state said {was!r}: stale, refreshed"
-                        if was
-                        else "/usage 200: the key is valid"
-                    )
-                else:
+                was, left = said.get(result.fingerprint), still.get(result.fingerprint)
+                if not result.ok:
                     ev["note"] = result.note
+                elif was and not left:
+                    ev["note"] = f"/usage 200; the state said {was!r}: stale, refreshed"
+                elif left:
+                    # /usage proves the key valid and shows its quota; it says nothing
+                    # about the search rate limit or Tavily's health, so such a
+                    # cooldown is not stale.
+                    ev["note"] = f"/usage 200: the key is valid, and still {left}"
+                else:
+                    ev["note"] = "/usage 200: the key is valid"
                 evidence.append(ev)
             ok = sum(1 for ev in evidence if ev.get("ok"))
             probe_step = Step(
