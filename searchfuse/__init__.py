@@ -20,6 +20,8 @@ from searchfuse.errors import (
     SearchFailed,
     SearchFuseError,
     SearchRefused,
+    StoreUnavailable,
+    Throttled,
     TurnLimitReached,
 )
 from searchfuse.guard import (
@@ -56,6 +58,8 @@ __all__ = [
     "SearchFailed",
     "SearchFuseError",
     "SearchRefused",
+    "StoreUnavailable",
+    "Throttled",
     "TurnBudget",
     "TurnLimitReached",
     "__version__",

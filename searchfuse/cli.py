@@ -50,7 +50,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 DEFAULT_CONFIG = Path("config/keys.json")
-DEFAULT_STATE = Path("state/quota.json")
 MAX_COUNT = 20
 
 GITIGNORE_LINES = [
@@ -105,8 +104,16 @@ def make_router(args: argparse.Namespace) -> Router:
     path = _config_path(args)
     if path is not None:
         return Router.from_config(path, **options)
-    options.setdefault("state", str(DEFAULT_STATE))
+    options.setdefault("state", str(user_state_path()))
     return Router.from_env(**options)
+
+
+def user_state_path() -> Path:
+    """Where the CLI keeps state for keys from the environment: the user's state
+    directory (``platformdirs``), never the working directory."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("searchfuse")) / "searchfuse.db"
 
 
 # -- formatting ---------------------------------------------------------------------
@@ -535,7 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--state",
             type=_path,
             default=default,
-            help="state file (default: $SEARCHFUSE_STATE, else state/quota.json)",
+            help="state: a path (SQLite; .json for the JSON file), a redis:// URL "
+            "(default: $SEARCHFUSE_STATE, else state/searchfuse.db beside config/, "
+            "else the user's state directory)",
         )
         p.add_argument(
             "-v",

@@ -8,9 +8,11 @@ The hierarchy::
     │   ├── TurnLimitReached   this assistant turn already spent its searches
     │   ├── CooldownActive     a cooldown is running; nothing was sent
     │   ├── RateLimited        the backend answered 429; the fuse is tripped
+    │   ├── Throttled          pacing: sending now would exceed a key's rate; nothing was sent
     │   └── NoKeyAvailable     no key can serve right now; carries the diagnosis
     └── SearchFailed           the backend answered with an error the caller must see
-        └── BadRequest         400: the request is wrong, not the key
+        ├── BadRequest         400: the request is wrong, not the key
+        └── StoreUnavailable   the state store cannot be reached or stayed locked
 
 Every :class:`SearchRefused` carries ``reason`` (a short machine-readable code),
 ``retry_after`` (seconds until the caller may try again, or ``None``) and
@@ -38,6 +40,8 @@ __all__ = [
     "SearchFailed",
     "SearchFuseError",
     "SearchRefused",
+    "StoreUnavailable",
+    "Throttled",
     "TurnLimitReached",
 ]
 
@@ -154,6 +158,25 @@ class RateLimited(SearchRefused):
         super().__init__(message, retry_after=retry_after)
 
 
+class Throttled(SearchRefused):
+    """Pacing refused the search: every key's request rate is used up for now.
+
+    Nothing was sent. ``retry_after`` is the time until a key has room again.
+    """
+
+    reason = "paced"
+
+    def __init__(self, retry_after: float, message: str | None = None) -> None:
+        if message is None:
+            message = (
+                "Search refused: every search key is at its request rate limit, so the "
+                f"search was not sent. A key has room again in {_seconds(retry_after)} "
+                "seconds. Do not retry at once: use the results you already have, combine "
+                "what you still need into one query, or wait and try once more."
+            )
+        super().__init__(message, retry_after=retry_after)
+
+
 class NoKeyAvailable(SearchRefused):
     """No API key can serve right now.
 
@@ -213,3 +236,17 @@ class BadRequest(SearchFailed):
             status_code=400,
             detail=detail,
         )
+
+
+class StoreUnavailable(SearchFailed):
+    """The router's state store cannot be used right now: Redis unreachable, or a
+    lock held longer than the store's lock timeout. Nothing was sent upstream.
+
+    ``store`` names the store (a Redis URL without its password, or a file name).
+    """
+
+    def __init__(self, store: str, problem: str, fix: str) -> None:
+        self.store = store
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"state store {store}: {problem}. {fix}")

@@ -33,6 +33,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name.startswith(("TAVILY_", "SEARCHFUSE_")):
             monkeypatch.delenv(name)
+    # The user's state directory (platformdirs) for keys from the environment.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     return tmp_path
 
 
@@ -69,6 +71,16 @@ def test_search_prints_results_and_who_served(
     assert "1. T" in out and "https://example.com" in out
     assert "served by tavily with key tvly-dev-…0001" in out
     assert upstream.bodies()[0]["max_results"] == 3
+
+
+def test_env_keys_keep_state_in_the_user_state_directory(
+    env_keys: None, upstream: Upstream, isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upstream.search(K1, 200)
+    code, _, _ = run(capsys, "search", "q")
+    assert code == 0
+    assert (isolated / "xdg-state" / "searchfuse" / "searchfuse.db").is_file()
+    assert sorted(p.name for p in isolated.iterdir()) == ["xdg-state"]
 
 
 def test_search_json(

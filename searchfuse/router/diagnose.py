@@ -22,6 +22,7 @@ from typing import Any
 from searchfuse._format import duration as _secs
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason
+from searchfuse.router.state import KeyUsage
 
 __all__ = [
     "BURST_WINDOW",
@@ -127,11 +128,11 @@ def _pct(used: float | None, limit: float | None) -> float | None:
 
 
 def _usage_figures(c: Candidate) -> dict[str, Any]:
-    usage = c.state.last_usage or {}
-    key_used = usage.get("key_usage")
+    usage = c.state.last_usage or KeyUsage()
+    key_used = usage.key_usage
     if key_used is not None:
-        key_used = float(key_used) + c.state.local_credits
-    key_limit = usage.get("key_limit")
+        key_used = key_used + c.state.local_credits
+    key_limit = usage.key_limit
     plan_used = c.account.plan_usage
     if plan_used is not None:
         plan_used = plan_used + c.account.local_credits

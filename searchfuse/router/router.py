@@ -8,6 +8,7 @@ that I/O, so ``search`` and ``asearch`` cannot drift apart.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -41,7 +42,7 @@ from searchfuse.router.config import (
 from searchfuse.router.diagnose import Diagnosis, Step, diagnose_candidates
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
-from searchfuse.router.state import State, Store, open_store
+from searchfuse.router.state import AccountUsage, KeyUsage, State, Store, open_store
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
 from searchfuse.router.tavily import (
     ENDPOINTS,
@@ -54,7 +55,6 @@ from searchfuse.router.tavily import (
     Usage,
     error_detail,
     figure,
-    key_left,
 )
 
 __all__ = ["On429", "Router"]
@@ -126,6 +126,14 @@ class _Answer:
     status: int | None
     detail: str
     retry_after: float | None
+
+
+def _advance(flow: Generator[_Step, Any, Any], value: Any) -> tuple[bool, Any]:
+    """Send ``value`` into ``flow``: ``(False, next step)`` or ``(True, its return value)``."""
+    try:
+        return False, flow.send(value)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 class Router:
@@ -210,8 +218,9 @@ class Router:
     def from_config(
         cls, path: str | os.PathLike[str] = "config/keys.json", **options: Any
     ) -> Router:
-        """A router for the keys in ``path``; state defaults to ``state/quota.json``
-        beside the ``config/`` folder. Legacy files are migrated (backup first)."""
+        """A router for the keys in ``path``; state defaults to ``state/searchfuse.db``
+        beside the ``config/`` folder (a ``state/quota.json`` there is imported
+        once). Legacy files are migrated (backup first)."""
         try:
             config = load_config(path, clock=options.get("clock"))
         except ConfigError as exc:
@@ -220,7 +229,7 @@ class Router:
             return cls([], _missing=f"{exc.source} ({exc.problem})", **options)
         if "state" not in options:
             base = config.path.parent.parent if config.path else None
-            options["state"] = (base / "state" / "quota.json") if base else None
+            options["state"] = (base / "state" / "searchfuse.db") if base else None
         return cls(config, **options)
 
     @classmethod
@@ -341,29 +350,25 @@ class Router:
     # -- state changes ---------------------------------------------------------------
 
     def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
-        """True if the key's figures are missing or stale and /usage's own limit allows a call."""
+        """True if the key's figures are missing or stale (``/usage``'s own limit is
+        checked when the call is reserved)."""
         ks = state.keys.get(entry.fingerprint)
         if ks is None:
             return True
         if ks.last_sync_at is not None and now - ks.last_sync_at < self.sync_interval:
             return False
-        if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
-            return False
-        recent = [t for t in ks.usage_calls if now - t < USAGE_WINDOW]
-        return len(recent) < USAGE_CALLS_PER_WINDOW
+        return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
 
     def _reserve_usage_call(self, entry: KeyEntry) -> bool:
         """Count a ``/usage`` call against Tavily's limit before making it; False if over."""
         now = self.now()
 
         def change(state: State) -> bool:
-            ks = state.key(entry.fingerprint)
-            ks.usage_calls = [t for t in ks.usage_calls if now - t < USAGE_WINDOW]
-            blocked = ks.usage_blocked_until is not None and ks.usage_blocked_until > now
-            if blocked or len(ks.usage_calls) >= USAGE_CALLS_PER_WINDOW:
+            blocked = state.key(entry.fingerprint).usage_blocked_until
+            if blocked is not None and blocked > now:
                 return False
-            ks.usage_calls.append(now)
-            return True
+            name = f"usage:{entry.fingerprint}"
+            return state.take(name, USAGE_CALLS_PER_WINDOW, USAGE_WINDOW, now) <= 0
 
         return self.store.update(now, change)
 
@@ -382,44 +387,26 @@ class Router:
             same_account = [
                 e.fingerprint for e in self.config.keys if e.account_id == entry.account_id
             ]
+            key_figures = KeyUsage(usage.key_usage, usage.key_limit, usage.search_usage)
+            plan = AccountUsage(
+                current_plan=usage.current_plan,
+                plan_usage=usage.plan_usage,
+                plan_limit=usage.plan_limit,
+                paygo_usage=usage.paygo_usage,
+                paygo_limit=usage.paygo_limit,
+            )
 
             def store_usage(state: State) -> None:
-                ks = state.key(entry.fingerprint)
-                ks.account = entry.account
-                ks.last_usage = {
-                    "key_usage": usage.key_usage,
-                    "key_limit": usage.key_limit,
-                    "search_usage": usage.search_usage,
-                }
-                ks.last_sync_at = now
-                ks.local_credits = 0.0
-                acc = state.account(entry.account_id)
-                acc.current_plan = usage.current_plan
-                acc.plan_usage = usage.plan_usage
-                acc.plan_limit = usage.plan_limit
-                acc.paygo_usage = usage.paygo_usage
-                acc.paygo_limit = usage.paygo_limit
-                acc.synced_at = now
-                acc.local_credits = 0.0
-                plan_spent = usage.plan_headroom() <= 0
-                ks.exhausted = usage.key_headroom() <= 0 or plan_spent
-                # The plan is shared: its figures speak for every key of the account.
-                for fp in same_account:
-                    other = state.key(fp)
-                    if plan_spent:
-                        other.exhausted = True
-                    elif fp != entry.fingerprint and other.exhausted and other.last_usage:
-                        # Headroom on the plan again: only the key's own limit can hold it back.
-                        figures = other.last_usage
-                        other.exhausted = (
-                            key_left(figures.get("key_limit"), figures.get("key_usage")) <= 0
-                        )
-                # A 200 proves the key is valid again: an auth cooldown is over (incident 7).
-                if ks.cooldown_reason == Outcome.AUTH and ks.cooling(now):
-                    ks.cooldown_until = None
-                    ks.cooldown_reason = None
-                    ks.cooldown_started = None
-                    ks.last_error = None
+                state.apply_usage(
+                    entry.fingerprint,
+                    entry.account_id,
+                    entry.account,
+                    key_figures,
+                    plan,
+                    same_account,
+                    now,
+                    auth_reason=Outcome.AUTH,
+                )
 
             self.store.update(now, store_usage)
             return status
@@ -440,22 +427,12 @@ class Router:
 
     def _record_success(self, entry: KeyEntry, credits: float) -> None:
         now = self.now()
-
-        def change(state: State) -> None:
-            ks = state.key(entry.fingerprint)
-            ks.account = entry.account
-            ks.cooldown_until = None
-            ks.cooldown_reason = None
-            ks.cooldown_started = None
-            ks.last_error = None
-            ks.last_status = 200
-            ks.exhausted = False
-            ks.searches += 1
-            ks.last_used_at = now
-            ks.local_credits += credits
-            state.account(entry.account_id).local_credits += credits
-
-        self.store.update(now, change)
+        self.store.update(
+            now,
+            lambda state: state.apply_success(
+                entry.fingerprint, entry.account_id, entry.account, credits, now
+            ),
+        )
 
     def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
         """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
@@ -476,22 +453,20 @@ class Router:
         error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
 
         def change(state: State) -> None:
+            # The park and the hold are one transaction: a process that sees the
+            # key parked also sees the hold, and refuses without a request.
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
             if not reaction.penalises_key:
                 return
-            ks.last_error = error
-            ks.last_error_at = now
+            ks.note_error(now, answer.status, error)
             if reaction.cooldown == "exhausted":
                 ks.exhausted = True
             elif park and seconds > 0:
-                ks.cooldown_until = now + seconds
-                ks.cooldown_reason = str(answer.outcome)
-                ks.cooldown_started = now
-                if hold and (state.hold_until is None or state.hold_until < now + seconds):
-                    state.hold_until = now + seconds
-                    state.hold_key = entry.fingerprint
+                ks.park(now, seconds, str(answer.outcome))
+                if hold:
+                    state.hold(entry.fingerprint, now + seconds)
 
         self.store.update(now, change)
         if reaction.penalises_key:
@@ -727,43 +702,48 @@ class Router:
     async def _adrive(
         self, flow: Generator[_Step, Any, T], fn: Callable[[str], Awaitable[Any]] | None = None
     ) -> T:
-        try:
-            step = next(flow)
-            while True:
-                result: Any
-                if isinstance(step, _Sleep):
-                    if self._sleep is not None:
-                        self._sleep(step.seconds)
-                    else:
-                        await _clock.asleep(step.seconds)
-                    result = None
-                elif isinstance(step, _Usage):
-                    try:
-                        result = await self.http.ausage(step.entry.key)
-                    except httpx.HTTPError as exc:
-                        result = exc
-                elif isinstance(step, _Search):
-                    try:
-                        result = await self.http.apost(
-                            step.entry.key, step.path, step.body, timeout=step.timeout
-                        )
-                    except httpx.HTTPError as exc:
-                        result = exc
-                elif isinstance(step, _Fallback):
-                    assert self.fallback is not None
-                    query, params = self._fallback_args(step.body)
-                    result = self.fallback(query, **params)
-                    if inspect.isawaitable(result):
-                        result = await result
+        # The flow does its store work between steps. A store that may wait for a
+        # lock (SQLite, a file, Redis) is driven from a worker thread, so the event
+        # loop never blocks on another process's transaction.
+        offload = getattr(self.store, "blocking", True)
+        result: Any = None
+        while True:
+            if offload:
+                done, step = await asyncio.to_thread(_advance, flow, result)
+            else:
+                done, step = _advance(flow, result)
+            if done:
+                return step  # type: ignore[no-any-return]
+            if isinstance(step, _Sleep):
+                if self._sleep is not None:
+                    self._sleep(step.seconds)
                 else:
-                    assert fn is not None
-                    try:
-                        result = _Returned(await fn(step.entry.key))
-                    except Exception as exc:
-                        result = exc
-                step = flow.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+                    await _clock.asleep(step.seconds)
+                result = None
+            elif isinstance(step, _Usage):
+                try:
+                    result = await self.http.ausage(step.entry.key)
+                except httpx.HTTPError as exc:
+                    result = exc
+            elif isinstance(step, _Search):
+                try:
+                    result = await self.http.apost(
+                        step.entry.key, step.path, step.body, timeout=step.timeout
+                    )
+                except httpx.HTTPError as exc:
+                    result = exc
+            elif isinstance(step, _Fallback):
+                assert self.fallback is not None
+                query, params = self._fallback_args(step.body)
+                result = self.fallback(query, **params)
+                if inspect.isawaitable(result):
+                    result = await result
+            else:
+                assert fn is not None
+                try:
+                    result = _Returned(await fn(step.entry.key))
+                except Exception as exc:
+                    result = exc
 
     # -- public API ----------------------------------------------------------------------
 

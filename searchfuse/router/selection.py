@@ -11,10 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from searchfuse.router.config import KeyEntry
-from searchfuse.router.state import AccountUsage, KeyState, State
-from searchfuse.router.tavily import key_left, plan_left
+from searchfuse.router.state import AccountUsage, Availability, KeyState, State
 
-__all__ = ["Candidate", "blocked_reason", "candidates", "rank", "remaining"]
+__all__ = ["Candidate", "blocked_reason", "candidates", "rank", "remaining", "score"]
 
 
 @dataclass(frozen=True)
@@ -46,15 +45,15 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
     that has passed simply means the key is available (incident 2).
     """
     ks = c.state
-    if ks.disabled:
+    availability = ks.availability(now)
+    if availability is Availability.AVAILABLE:
+        return None
+    if availability is Availability.DISABLED:
         return "disabled in config"
-    if ks.cooling(now):
-        left = ks.cooldown_left(now)
+    if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
-        return f"cooling down for {math.ceil(left)} s ({why})"
-    if ks.exhausted:
-        return "quota exhausted (waits for /usage to show headroom or the month to roll)"
-    return None
+        return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"
+    return "quota exhausted (waits for /usage to show headroom or the month to roll)"
 
 
 def remaining(c: Candidate) -> float:
@@ -63,26 +62,7 @@ def remaining(c: Candidate) -> float:
     Keys of one account share the plan, so the account's local spending counts
     against every one of them. Unknown figures count as unlimited.
     """
-    usage = c.state.last_usage or {}
-    limit = usage.get("key_limit")
-    key = key_left(
-        float(limit) if isinstance(limit, int | float) else None,
-        float(usage.get("key_usage") or 0.0) + c.state.local_credits,
-    )
-    acc = c.account
-    plan = plan_left(
-        acc.plan_limit,
-        (acc.plan_usage or 0.0) + acc.local_credits,
-        acc.paygo_limit,
-        acc.paygo_usage,
-    )
-    return min(key, plan)
-
-
-def _search_usage(c: Candidate) -> float:
-    usage = c.state.last_usage or {}
-    synced = float(usage.get("search_usage") or 0.0)
-    return synced + c.state.local_credits
+    return min(c.state.left(), c.account.left())
 
 
 def rank(cands: Sequence[Candidate], now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
@@ -97,12 +77,11 @@ def rank(cands: Sequence[Candidate], now: float, exclude: Iterable[str] = ()) ->
         for i, c in enumerate(cands)
         if c.entry.fingerprint not in skip and blocked_reason(c, now) is None
     ]
-    usable.sort(
-        key=lambda ic: (
-            -remaining(ic[1]),
-            _search_usage(ic[1]),
-            ic[1].state.last_used_at if ic[1].state.last_used_at is not None else -math.inf,
-            ic[0],
-        )
-    )
+    usable.sort(key=lambda ic: score(ic[1], ic[0]))
     return [c for _, c in usable]
+
+
+def score(c: Candidate, index: int) -> tuple[float, float, float, int]:
+    """The sort key of a key that can serve: lower is better."""
+    last = c.state.last_used_at
+    return (-remaining(c), c.state.search_usage(), last if last is not None else -math.inf, index)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from searchfuse.router.selection import Candidate
+from searchfuse.router.state import KeyUsage
 
 __all__ = ["KeyStatus", "ProbeResult", "key_status"]
 
@@ -67,15 +68,8 @@ class ProbeResult:
 def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> KeyStatus:
     """Build a :class:`KeyStatus` from a selection candidate."""
     ks = c.state
-    usage = ks.last_usage or {}
-    if ks.disabled:
-        state = "disabled"
-    elif ks.cooling(now):
-        state = "cooling"
-    elif ks.exhausted:
-        state = "exhausted"
-    else:
-        state = "available"
+    usage = ks.last_usage or KeyUsage()
+    state = str(ks.availability(now))
     return KeyStatus(
         key=c.entry.masked,
         fingerprint=c.entry.fingerprint,
@@ -83,9 +77,9 @@ def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> Ke
         notes=c.entry.notes,
         state=state,
         blocked_reason=blocked,
-        key_usage=usage.get("key_usage"),
-        key_limit=usage.get("key_limit"),
-        search_usage=usage.get("search_usage"),
+        key_usage=usage.key_usage,
+        key_limit=usage.key_limit,
+        search_usage=usage.search_usage,
         plan_usage=c.account.plan_usage,
         plan_limit=c.account.plan_limit,
         local_credits=ks.local_credits,

@@ -63,7 +63,7 @@ def test_from_config_puts_state_beside_config_folder(tmp_path: Path) -> None:
     path = tmp_path / "config" / "keys.json"
     write(path, {"format_version": 2, "keys": [{"key": K1}]})
     router = Router.from_config(path)
-    assert router.store.path == tmp_path / "state" / "quota.json"  # type: ignore[attr-defined]
+    assert router.store.path == tmp_path / "state" / "searchfuse.db"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from searchfuse import NoKeyAvailable, RateLimited, Router
 from searchfuse.router import KeyEntry
-from searchfuse.router.state import JsonFileStore, State
+from searchfuse.router.state import JsonFileStore, KeyUsage, State
 from searchfuse.testing import FakeClock
 
 from ..scripted import KEYS, Upstream, usage_body
@@ -29,7 +29,7 @@ def seed(path: Path, clock: FakeClock, change: Callable[[State, list[str]], None
 
 def usage(state: State, fp: str, used: float, limit: float = 1000.0) -> None:
     ks = state.key(fp)
-    ks.last_usage = {"key_usage": used, "key_limit": limit, "search_usage": used}
+    ks.last_usage = KeyUsage(key_usage=used, key_limit=limit, search_usage=used)
     ks.last_sync_at = state_now(state)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from searchfuse import NoKeyAvailable, Router
+from searchfuse import ConfigError, NoKeyAvailable, Router
 from searchfuse.router.state import JsonFileStore, MemoryStore, State, month_of
 from searchfuse.testing import FakeClock
 
@@ -57,24 +57,39 @@ def test_state_file_is_private_and_holds_no_key(
     "content",
     [b"{not json", b"[1, 2, 3]", b'{"month": 5}', b"\xff\xfe", b'{"month": "2026-01", "keys": []}'],
 )
-def test_corrupt_state_is_moved_aside_and_search_goes_on(
-    content: bytes,
-    upstream: Upstream,
-    clock: FakeClock,
-    state_file: Path,
-    caplog: pytest.LogCaptureFixture,
+def test_a_file_that_is_not_state_is_a_config_error_and_stays_untouched(
+    content: bytes, clock: FakeClock, state_file: Path
 ) -> None:
     state_file.parent.mkdir(parents=True)
     state_file.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        Router([K1], state=state_file, clock=clock)
+    assert str(state_file) in str(caught.value)
+    assert state_file.read_bytes() == content
+    assert sorted(p.name for p in state_file.parent.iterdir()) == ["quota.json"]
+
+
+def test_a_bad_value_in_a_state_file_is_reset_with_a_warning(
+    upstream: Upstream, clock: FakeClock, state_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fp = Router([K1]).keys[0].fingerprint
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text(
+        json.dumps(
+            {
+                "month": "2026-01",
+                "keys": {fp: {"searches": "many", "cooldown_until": 1e309, "local_credits": 2}},
+            }
+        )
+    )
     router = Router([K1], state=state_file, clock=clock)
     upstream.search(K1, 200)
     with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
         assert router.search("q")["searchfuse"]["served_by"] == "tavily"
-    (moved,) = state_file.parent.glob("quota.json.corrupt.*")
-    assert moved.read_bytes() == content  # never silently dropped
-    assert moved.name == "quota.json.corrupt.20260115T120000Z"
-    assert json.loads(state_file.read_text())["keys"]
-    assert any("moved aside" in r.getMessage() for r in caplog.records)
+    record = json.loads(state_file.read_text())["keys"][fp]
+    assert record["searches"] == 1  # reset to 0, then this search
+    assert record["cooldown_until"] is None
+    assert any("searches" in r.getMessage() for r in caplog.records)
 
 
 def test_reset_month_clears_cooldowns(

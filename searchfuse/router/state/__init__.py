@@ -1,0 +1,84 @@
+"""Per-key router state and where it is kept.
+
+``state=`` (Router, ``from_config``, ``from_env``, the CLI's ``--state``,
+``SEARCHFUSE_STATE``) chooses the store, see :func:`open_store`:
+
+- ``None``: :class:`MemoryStore`, this process only;
+- a :class:`Store` object: that store;
+- ``redis://``, ``rediss://``, ``unix://`` URLs: :class:`RedisStore`, shared
+  by every process on every host that names it;
+- a path ending in ``.json``: :class:`JsonFileStore`;
+- any other path: :class:`SqliteStore`, the embedded default.
+
+``SqliteStore`` and ``RedisStore`` are imported on first use, so
+``import searchfuse`` loads neither ``sqlite3`` nor ``redis``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._json import JsonFileStore
+from searchfuse.router.state._memory import MemoryStore
+from searchfuse.router.state._model import (
+    STATE_VERSION,
+    AccountUsage,
+    Availability,
+    Grant,
+    KeyState,
+    KeyUsage,
+    Ring,
+    State,
+    acquire,
+    month_of,
+)
+
+if TYPE_CHECKING:
+    from searchfuse.router.state._sqlite import SqliteStore
+
+__all__ = [
+    "STATE_VERSION",
+    "AccountUsage",
+    "Availability",
+    "Changes",
+    "Grant",
+    "JsonFileStore",
+    "KeyState",
+    "KeyUsage",
+    "MemoryStore",
+    "Ring",
+    "SqliteStore",
+    "State",
+    "Store",
+    "TxState",
+    "acquire",
+    "month_of",
+    "open_store",
+]
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqliteStore":
+        from searchfuse.router.state._sqlite import SqliteStore
+
+        return SqliteStore
+    raise AttributeError(name)
+
+
+def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
+    """The store a ``state=`` value names (see the module docstring)."""
+    if state is None:
+        return MemoryStore()
+    if isinstance(state, str | os.PathLike):
+        if os.fspath(state).endswith(".json"):
+            return JsonFileStore(state)
+        from searchfuse.router.state._sqlite import SqliteStore
+
+        return SqliteStore(state)
+    if not isinstance(state, Store):
+        raise TypeError(f"state must be a path, a Redis URL, a Store or None, not {state!r}")
+    return state

@@ -1,0 +1,191 @@
+"""The store interface: a transactional read-modify-write over :class:`State`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from searchfuse.router.state._model import AccountUsage, KeyState, Ring, State, month_of
+
+__all__ = ["Changes", "Store", "TxState"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Changes:
+    """What changed in a store since a reader's last look (see :meth:`Store.changes`).
+
+    ``complete`` means ``keys`` and ``accounts`` hold every record (a first
+    read, a new month, a cleared store): the reader drops what it had.
+    """
+
+    token: Any
+    complete: bool
+    month: str
+    hold_until: float | None = None
+    hold_key: str | None = None
+    keys: dict[str, KeyState] = field(default_factory=dict)
+    accounts: dict[str, AccountUsage] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where router state lives, shared by every router that names it.
+
+    ``update`` is one transaction: ``change`` sees the current state and its
+    edits are written atomically (SQLite ``BEGIN IMMEDIATE``, Redis
+    ``WATCH``/``MULTI``, a lock for the others). A store may load records on
+    demand, so ``change`` reaches them through ``state.key()``,
+    ``state.account()`` and ``state.take()``. The shared cache keeps JSON text
+    under string keys with an expiry time on the router's clock.
+    """
+
+    def read(self, now: float) -> State:
+        """A snapshot of the state for the month of ``now`` (a new month reads empty)."""
+        ...
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        """Apply ``change`` to the current state atomically and return its result."""
+        ...
+
+    def changes(self, now: float, since: Any) -> Changes:
+        """The records changed since token ``since`` (``None``: everything)."""
+        ...
+
+    def clear(self, now: float) -> None:
+        """Forget all key state (a fresh month). The shared cache stays."""
+        ...
+
+    def cache_get(self, key: str, now: float) -> str | None:
+        """The cached text under ``key``, or ``None`` when missing or expired."""
+        ...
+
+    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+        """Keep ``value`` until ``expires_at``; at most ``maxsize`` entries are kept."""
+        ...
+
+    def cache_delete(self, key: str) -> None:
+        """Forget ``key`` (no error when missing)."""
+        ...
+
+    def cache_keys(self, now: float) -> list[str]:
+        """The keys of the live (unexpired) cache entries."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+class TxState(State):
+    """The state a transaction works on: records are loaded on first use, and
+    the store writes back only those that changed."""
+
+    def __init__(
+        self,
+        month: str,
+        hold_until: float | None = None,
+        hold_key: str | None = None,
+        keys: dict[str, KeyState] | None = None,
+        accounts: dict[str, AccountUsage] | None = None,
+        rings: dict[str, Ring] | None = None,
+    ) -> None:
+        super().__init__(
+            month=month,
+            keys={} if keys is None else keys,
+            accounts={} if accounts is None else accounts,
+            hold_until=hold_until,
+            hold_key=hold_key,
+            rings={} if rings is None else rings,
+        )
+        self.seen_keys: dict[str, KeyState | None] = {}
+        self.seen_accounts: dict[str, AccountUsage | None] = {}
+        self.hold_before = (hold_until, hold_key)
+        self.rings_changed = False
+
+    @classmethod
+    def over(cls, state: State) -> TxState:
+        """A transaction working directly on the records of ``state`` (held in memory)."""
+        return cls(
+            state.month, state.hold_until, state.hold_key, state.keys, state.accounts, state.rings
+        )
+
+    def load_key(self, fp: str) -> KeyState | None:
+        """The stored record for ``fp`` (stores that load lazily override this)."""
+        return None
+
+    def load_account(self, name: str) -> AccountUsage | None:
+        """The stored record for account ``name``."""
+        return None
+
+    def key(self, fp: str) -> KeyState:
+        if fp not in self.seen_keys:
+            record = self.keys.get(fp)
+            if record is None:
+                record = self.load_key(fp)
+                if record is not None:
+                    self.keys[fp] = record
+            self.seen_keys[fp] = None if record is None else replace(record)
+        return super().key(fp)
+
+    def account(self, account_id: str) -> AccountUsage:
+        if account_id not in self.seen_accounts:
+            record = self.accounts.get(account_id)
+            if record is None:
+                record = self.load_account(account_id)
+                if record is not None:
+                    self.accounts[account_id] = record
+            self.seen_accounts[account_id] = None if record is None else replace(record)
+        return super().account(account_id)
+
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        before = self.rings.get(name)
+        wait = super().take(name, limit, window, now)
+        if wait <= 0 or self.rings.get(name) is not before:
+            self.rings_changed = True
+        return wait
+
+    def changed(self) -> bool:
+        """Whether this transaction changed anything at all."""
+        return bool(
+            self.rings_changed
+            or self.hold_changed()
+            or self.changed_keys()
+            or self.changed_accounts()
+        )
+
+    def changed_keys(self) -> dict[str, KeyState]:
+        """Key records this transaction changed."""
+        out = {}
+        for fp, before in self.seen_keys.items():
+            now = self.keys.get(fp)
+            if now is not None and now != (before if before is not None else KeyState()):
+                out[fp] = now
+        return out
+
+    def changed_accounts(self) -> dict[str, AccountUsage]:
+        """Account records this transaction changed."""
+        out = {}
+        for name, before in self.seen_accounts.items():
+            now = self.accounts.get(name)
+            if now is not None and now != (before if before is not None else AccountUsage()):
+                out[name] = now
+        return out
+
+    def hold_changed(self) -> bool:
+        """Whether this transaction set or moved the router-wide hold."""
+        return (self.hold_until, self.hold_key) != self.hold_before
+
+
+def current_month(state: State | None, now: float) -> State:
+    """``state`` if it belongs to the month of ``now``, else fresh state.
+
+    A new month resets everything: Tavily's quotas roll over, and cooldowns
+    from last month mean nothing now.
+    """
+    month = month_of(now)
+    if state is None or state.month != month:
+        return State(month=month)
+    return state

@@ -1,0 +1,213 @@
+"""State in one JSON file (``state/quota.json``), shared by processes through a file lock.
+
+Kept for paths ending in ``.json``. Every update rewrites the whole file, so
+it suits a handful of keys and processes; the SQLite store is the default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from searchfuse._files import atomic_write
+from searchfuse.errors import ConfigError, StoreUnavailable
+from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._model import (
+    State,
+    looks_like_state,
+    month_of,
+    state_from_json,
+    state_to_json,
+)
+
+__all__ = ["JsonFileStore"]
+
+log = logging.getLogger("searchfuse.state")
+T = TypeVar("T")
+
+#: Default bound on waiting for another process's lock.
+LOCK_TIMEOUT = 5.0
+
+
+def not_state(path: Path, what: str) -> ConfigError:
+    """The error for a ``state=`` path that holds something else; the file is left alone."""
+    return ConfigError(
+        str(path),
+        None,
+        f"is not a searchfuse state file ({what}); searchfuse leaves it untouched",
+        "point state= (or --state / SEARCHFUSE_STATE) at a new file, for example "
+        "state/searchfuse.db",
+    )
+
+
+class JsonFileStore:
+    """State in a JSON file shared by every process that points at it.
+
+    Every read-modify-write holds ``<file>.lock`` (a ``filelock.FileLock``,
+    waited for at most ``lock_timeout`` seconds), so counters from several
+    processes add up. Writes are atomic and the file is mode 0600. A file that
+    is not searchfuse state (a keys file, a directory, anything else) is a
+    :class:`ConfigError`, and is never moved or rewritten.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
+        from filelock import FileLock  # not at import time: `import searchfuse` stays light
+
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        self._thread_lock = threading.RLock()
+        self._cache_raw: dict[str, Any] = {}
+        if self.path.is_dir():
+            raise not_state(self.path, "it is a directory")
+        self._load(month_of(0.0), check_only=True)
+
+    def __repr__(self) -> str:
+        return f"JsonFileStore({self.path.name!r})"
+
+    def _raw(self) -> dict[str, Any] | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            raise not_state(self.path, "it is a directory") from None
+        except OSError as exc:
+            raise StoreUnavailable(
+                self.path.name, f"cannot be read ({exc.strerror})", "check its permissions"
+            ) from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise not_state(self.path, "it is not JSON") from None
+        if not looks_like_state(data):
+            raise not_state(self.path, "it holds other JSON, perhaps a keys file")
+        return data  # type: ignore[no-any-return]
+
+    def _load(self, month: str, check_only: bool = False) -> State:
+        data = self._raw()
+        if data is None:
+            return State(month=month)
+        state = state_from_json(data)
+        cache = data.get("cache")
+        self._cache_raw = cache if isinstance(cache, dict) else {}
+        if check_only or state.month == month:
+            return state
+        # A new month resets key state; pacing logs and the shared cache live on.
+        return State(month=month, rings=state.rings)
+
+    def _save(self, state: State, cache: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = state_to_json(state)
+        if cache:
+            data["cache"] = cache
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        # State is a cache: atomic, but no fsync on every search.
+        atomic_write(self.path, text.encode("utf-8"), durable=False)
+
+    def _locked(self) -> Any:
+        from filelock import Timeout
+
+        class _Guard:
+            def __enter__(inner) -> None:
+                self._thread_lock.acquire()
+                try:
+                    self._lock.acquire()
+                except Timeout:
+                    self._thread_lock.release()
+                    raise StoreUnavailable(
+                        self.path.name,
+                        f"another process held its lock for more than {self.lock_timeout:g} s",
+                        "check for a stuck searchfuse process, or use the SQLite store",
+                    ) from None
+
+            def __exit__(inner, *exc: object) -> None:
+                self._lock.release()
+                self._thread_lock.release()
+
+        return _Guard()
+
+    def read(self, now: float) -> State:
+        # Writers replace the file atomically: a reader sees a whole file without the lock.
+        return self._load(month_of(now))
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            state = self._load(month_of(now))
+            tx = TxState.over(state)
+            result = change(tx)
+            if tx.changed():
+                state.hold_until, state.hold_key = tx.hold_until, tx.hold_key
+                self._save(state, self._cache_raw)
+            return result
+
+    def changes(self, now: float, since: Any) -> Changes:
+        try:
+            st = self.path.stat()
+            token: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            token = None
+        state = self.read(now)
+        if token is not None and token == since and since is not None:
+            return Changes(token, False, state.month, state.hold_until, state.hold_key)
+        return Changes(
+            token, True, state.month, state.hold_until, state.hold_key, state.keys, state.accounts
+        )
+
+    def clear(self, now: float) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            rings = self._load(month_of(now)).rings
+            self._save(State(month=month_of(now), rings=rings), self._cache_raw)
+
+    # -- the shared cache, in the same file ------------------------------------------------
+
+    def cache_get(self, key: str, now: float) -> str | None:
+        self._load(month_of(now))
+        entry = self._cache_raw.get(key)
+        if not isinstance(entry, list) or len(entry) != 2:
+            return None
+        value, expires = entry
+        if not isinstance(value, str) or not isinstance(expires, int | float) or expires <= now:
+            return None
+        return value
+
+    def _edit_cache(self, edit: Callable[[dict[str, Any]], None]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            data = self._raw()
+            state = state_from_json(data) if data is not None else State(month="")
+            raw = data.get("cache") if data is not None else None
+            cache: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+            edit(cache)
+            self._save(state, cache)
+
+    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+        def edit(cache: dict[str, Any]) -> None:
+            cache.pop(key, None)
+            while cache and len(cache) >= maxsize:
+                oldest = min(cache, key=lambda k: cache[k][1] if isinstance(cache[k], list) else 0)
+                del cache[oldest]
+            cache[key] = [value, expires_at]
+
+        self._edit_cache(edit)
+
+    def cache_delete(self, key: str) -> None:
+        self._edit_cache(lambda cache: cache.pop(key, None) and None)
+
+    def cache_keys(self, now: float) -> list[str]:
+        self._load(month_of(now))
+        return [
+            k
+            for k, v in self._cache_raw.items()
+            if isinstance(v, list) and len(v) == 2 and isinstance(v[1], int | float) and v[1] > now
+        ]
+
+    def close(self) -> None:
+        return None

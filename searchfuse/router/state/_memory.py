@@ -1,0 +1,125 @@
+"""State kept in this process only."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._model import Ring, State, month_of
+
+__all__ = ["MemoryStore"]
+
+T = TypeVar("T")
+
+
+class MemoryStore:
+    """State in this process only: threads and tasks share it, nothing is written."""
+
+    #: Its lock is held for dict operations only: safe to use on an event loop.
+    blocking = False
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._state = State(month="")
+        self._seq = 0
+        #: Revision of each record ("k:<fp>", "a:<account>") for :meth:`changes`.
+        self._revs: dict[str, int] = {}
+        self._epoch = 0
+        self._cache: dict[str, tuple[str, float]] = {}
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"
+
+    def _current(self, now: float) -> State:
+        month = month_of(now)
+        if self._state.month != month:
+            # Pacing logs outlive a month: Tavily's rate window does.
+            self._state = State(month=month, rings=self._state.rings)
+            self._revs.clear()
+            self._epoch += 1
+        return self._state
+
+    def read(self, now: float) -> State:
+        with self._lock:
+            state = self._current(now)
+            return State(
+                month=state.month,
+                keys={fp: replace(ks) for fp, ks in state.keys.items()},
+                accounts={n: replace(a) for n, a in state.accounts.items()},
+                hold_until=state.hold_until,
+                hold_key=state.hold_key,
+                rings={n: Ring(r.size, r.seq, list(r.slots)) for n, r in state.rings.items()},
+            )
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        with self._lock:
+            state = self._current(now)
+            tx = TxState.over(state)
+            result = change(tx)
+            state.hold_until, state.hold_key = tx.hold_until, tx.hold_key
+            touched = [f"k:{fp}" for fp in tx.changed_keys()]
+            touched += [f"a:{name}" for name in tx.changed_accounts()]
+            if touched or tx.hold_changed():
+                self._seq += 1
+                for name in touched:
+                    self._revs[name] = self._seq
+            return result
+
+    def changes(self, now: float, since: Any) -> Changes:
+        with self._lock:
+            state = self._current(now)
+            token = (self._epoch, self._seq)
+            complete = not (isinstance(since, tuple) and since[0] == self._epoch)
+            if not complete and since[1] == self._seq:
+                return Changes(token, False, state.month, state.hold_until, state.hold_key)
+            after = -1 if complete else since[1]
+            keys, accounts = {}, {}
+            for name, rev in self._revs.items():
+                if rev > after:
+                    if name[0] == "k":
+                        keys[name[2:]] = replace(state.keys[name[2:]])
+                    else:
+                        accounts[name[2:]] = replace(state.accounts[name[2:]])
+            return Changes(
+                token, complete, state.month, state.hold_until, state.hold_key, keys, accounts
+            )
+
+    def clear(self, now: float) -> None:
+        with self._lock:
+            self._state = State(month=month_of(now), rings=self._state.rings)
+            self._revs.clear()
+            self._epoch += 1
+
+    # -- the shared cache (shared by this process's guards only) ---------------------------
+
+    def cache_get(self, key: str, now: float) -> str | None:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None:
+                return None
+            if hit[1] <= now:
+                del self._cache[key]
+                return None
+            return hit[0]
+
+    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+        with self._lock:
+            self._cache.pop(key, None)
+            while self._cache and len(self._cache) >= maxsize:
+                # Oldest first: insertion order is write order.
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = (value, expires_at)
+
+    def cache_delete(self, key: str) -> None:
+        with self._lock:
+            self._cache.pop(key, None)
+
+    def cache_keys(self, now: float) -> list[str]:
+        with self._lock:
+            return [k for k, (_, exp) in self._cache.items() if exp > now]
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,647 @@
+"""The router's state as typed records, and the changes an answer makes to them.
+
+State is a cache, not ground truth (incident 2): an expired cooldown is simply
+available, and a ``/usage`` answer always wins over local counts. It is keyed by
+key fingerprint, never by list position and never by the raw key.
+
+Every store (memory, JSON file, SQLite, Redis) keeps these same records; the
+changes below are written once and run inside the store's transaction.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
+
+__all__ = [
+    "STATE_VERSION",
+    "AccountUsage",
+    "Availability",
+    "Grant",
+    "KeyState",
+    "KeyUsage",
+    "Ring",
+    "State",
+    "acquire",
+    "month_of",
+]
+
+log = logging.getLogger("searchfuse.state")
+
+STATE_VERSION = 2
+R = TypeVar("R")
+
+
+def month_of(epoch: float) -> str:
+    """``"2026-11"``: the billing month (UTC) an instant belongs to; Tavily resets monthly."""
+    return time.strftime("%Y-%m", time.gmtime(epoch))
+
+
+class Availability(enum.StrEnum):
+    """Whether a key can serve: the one place that decides it."""
+
+    AVAILABLE = "available"
+    COOLING = "cooling"
+    EXHAUSTED = "exhausted"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True)
+class KeyUsage:
+    """A key's own figures from its last ``/usage`` answer."""
+
+    key_usage: float | None = None
+    key_limit: float | None = None
+    search_usage: float | None = None
+
+    def left(self, local_credits: float = 0.0) -> float:
+        """Credits left on the key (``inf`` without a limit), counting local spending."""
+        if self.key_limit is None:
+            return math.inf
+        return self.key_limit - ((self.key_usage or 0.0) + local_credits)
+
+
+@dataclass
+class AccountUsage:
+    """An account's plan figures, shared by every key of that account."""
+
+    current_plan: str | None = None
+    plan_usage: float | None = None
+    plan_limit: float | None = None
+    paygo_usage: float | None = None
+    paygo_limit: float | None = None
+    synced_at: float | None = None
+    #: Credits spent through this router since ``synced_at`` (not yet in ``plan_usage``).
+    local_credits: float = 0.0
+
+    def left(self) -> float:
+        """Credits left on the account: the plan, then pay-as-you-go (``inf`` when unknown)."""
+        if self.plan_limit is None:
+            return math.inf
+        left = self.plan_limit - ((self.plan_usage or 0.0) + self.local_credits)
+        if self.paygo_limit is not None:
+            left = max(left, 0.0) + max(self.paygo_limit - (self.paygo_usage or 0.0), 0.0)
+        return left
+
+
+@dataclass
+class KeyState:
+    """What the router knows about one key. Never holds the key itself."""
+
+    account: str | None = None
+    disabled: bool = False
+    cooldown_until: float | None = None
+    cooldown_reason: str | None = None
+    cooldown_started: float | None = None
+    exhausted: bool = False
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_status: int | None = None
+    #: The key's figures from the last ``/usage`` (the account's are in :class:`AccountUsage`).
+    last_usage: KeyUsage | None = None
+    last_sync_at: float | None = None
+    #: Credits spent through this router since ``last_sync_at``.
+    local_credits: float = 0.0
+    #: Searches served this month (all processes sharing the store).
+    searches: int = 0
+    last_used_at: float | None = None
+    #: ``/usage`` answered 429: no further ``/usage`` call for this key until then.
+    usage_blocked_until: float | None = None
+
+    # -- reading -------------------------------------------------------------------
+
+    def cooling(self, now: float) -> bool:
+        """True while a cooldown runs. An expired cooldown is simply over."""
+        return self.cooldown_until is not None and self.cooldown_until > now
+
+    def cooldown_left(self, now: float) -> float:
+        """Seconds of cooldown left (0.0 when none runs)."""
+        if self.cooldown_until is None:
+            return 0.0
+        return max(0.0, self.cooldown_until - now)
+
+    def availability(self, now: float) -> Availability:
+        """Available, cooling, exhausted or disabled -- in that order of checks reversed:
+        disabled wins over cooling, cooling over exhausted."""
+        if self.disabled:
+            return Availability.DISABLED
+        if self.cooling(now):
+            return Availability.COOLING
+        if self.exhausted:
+            return Availability.EXHAUSTED
+        return Availability.AVAILABLE
+
+    def left(self) -> float:
+        """Credits left on the key itself (``inf`` when unknown or unlimited)."""
+        if self.last_usage is None:
+            return math.inf
+        return self.last_usage.left(self.local_credits)
+
+    def search_usage(self) -> float:
+        """Searches' credits as Tavily last reported them plus local spending."""
+        synced = self.last_usage.search_usage if self.last_usage is not None else None
+        return (synced or 0.0) + self.local_credits
+
+    # -- changes ---------------------------------------------------------------------
+
+    def park(self, now: float, seconds: float, reason: str) -> None:
+        """Cool the key down for ``seconds`` (a float all the way: incident 4)."""
+        self.cooldown_until = now + seconds
+        self.cooldown_reason = reason
+        self.cooldown_started = now
+
+    def clear(self) -> None:
+        """End any cooldown and forget the last error."""
+        self.cooldown_until = None
+        self.cooldown_reason = None
+        self.cooldown_started = None
+        self.last_error = None
+
+    def note_error(self, now: float, status: int | None, error: str) -> None:
+        """Remember what went wrong (``error`` never contains a key)."""
+        self.last_status = status
+        self.last_error = error
+        self.last_error_at = now
+
+    def apply_success(self, now: float, credits: float) -> None:
+        """A search was served: clear the key, count it and its credits."""
+        self.clear()
+        self.last_status = 200
+        self.exhausted = False
+        self.searches += 1
+        self.last_used_at = now
+        self.local_credits += credits
+
+
+class Ring:
+    """The times of the last ``size`` events of one kind: a sliding-window log.
+
+    At most ``size`` events may fall in any ``window`` seconds. The slot the
+    next event would take holds the event ``size`` events ago; the next event
+    may happen once that one has left the window. Unlike a token bucket that
+    starts full and refills per second (which lets ``rpm`` requests through at
+    once and then more as it refills, so a 60-second window can see up to twice
+    ``rpm``), this never admits more than ``size`` events in any window, and it
+    costs one slot read and one slot write per event whatever ``size`` is.
+    """
+
+    __slots__ = ("seq", "slots")
+
+    def __init__(self, size: int, seq: int = 0, slots: list[float | None] | None = None) -> None:
+        self.seq = seq
+        self.slots: list[float | None] = slots if slots is not None else [None] * size
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    def resized(self, size: int) -> Ring:
+        """The same history in a ring of ``size`` slots (the newest events kept)."""
+        times = self.ordered()[-size:] if size else []
+        ring = Ring(size)
+        for t in times:
+            ring.slots[ring.seq % size] = t
+            ring.seq += 1
+        return ring
+
+    def ordered(self) -> list[float]:
+        """The remembered times, oldest first."""
+        n = self.size
+        out = [self.slots[(self.seq + i) % n] for i in range(n)] if n else []
+        return [t for t in out if t is not None]
+
+    def wait(self, window: float, now: float) -> float:
+        """Seconds until the next event fits (0.0: now)."""
+        if not self.slots:
+            return math.inf
+        oldest = self.slots[self.seq % self.size]
+        if oldest is None:
+            return 0.0
+        return max(0.0, oldest + window - now)
+
+    def take(self, window: float, now: float) -> float:
+        """Record an event now if it fits and return 0.0, else the seconds to wait."""
+        wait = self.wait(window, now)
+        if wait <= 0.0:
+            self.slots[self.seq % self.size] = now
+            self.seq += 1
+        return wait
+
+
+@dataclass
+class State:
+    """The whole state: the month it belongs to, per-key and per-account records.
+
+    Stores hand a ``State`` to the change function of a transaction. Records are
+    reached through :meth:`key`, :meth:`account` and :meth:`take`, which a store
+    may load on demand, so a change touches only what it names.
+    """
+
+    month: str
+    keys: dict[str, KeyState] = field(default_factory=dict)
+    accounts: dict[str, AccountUsage] = field(default_factory=dict)
+    #: Under ``on_429="stop"``, a 429 on any key holds the whole router until
+    #: this time: a burst that 429s one key 429s them all (incident 1).
+    hold_until: float | None = None
+    #: Fingerprint of the key whose 429 set the hold.
+    hold_key: str | None = None
+    #: Pacing logs by name (``"search:<fp>"``, ``"usage:<fp>"``).
+    rings: dict[str, Ring] = field(default_factory=dict)
+
+    def hold_left(self, now: float) -> float:
+        """Seconds the router-wide rate-limit hold still runs (0.0 when none)."""
+        if self.hold_until is None:
+            return 0.0
+        return max(0.0, self.hold_until - now)
+
+    def key(self, fp: str) -> KeyState:
+        """The record for key fingerprint ``fp``, created empty when missing."""
+        record = self.keys.get(fp)
+        if record is None:
+            record = self.keys[fp] = KeyState()
+        return record
+
+    def account(self, account_id: str) -> AccountUsage:
+        """The record for an account, created empty when missing."""
+        record = self.accounts.get(account_id)
+        if record is None:
+            record = self.accounts[account_id] = AccountUsage()
+        return record
+
+    def ring(self, name: str, size: int) -> Ring:
+        """The pacing log ``name`` with ``size`` slots."""
+        ring = self.rings.get(name)
+        if ring is None:
+            ring = self.rings[name] = Ring(size)
+        elif ring.size != size:
+            ring = self.rings[name] = ring.resized(size)
+        return ring
+
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        """Count one event in pacing log ``name`` if at most ``limit`` then fall in any
+        ``window`` seconds; returns 0.0 when counted, else the seconds until it would fit."""
+        return self.ring(name, limit).take(window, now)
+
+    # -- changes ---------------------------------------------------------------------
+
+    def hold(self, fp: str, until: float) -> None:
+        """Hold the whole router until ``until`` (extends, never shortens, a running hold)."""
+        if self.hold_until is None or self.hold_until < until:
+            self.hold_until = until
+            self.hold_key = fp
+
+    def apply_success(
+        self, fp: str, account_id: str, account: str | None, credits: float, now: float
+    ) -> None:
+        """A search on ``fp`` was served and cost ``credits``."""
+        ks = self.key(fp)
+        ks.account = account
+        ks.apply_success(now, credits)
+        self.account(account_id).local_credits += credits
+
+    def apply_usage(
+        self,
+        fp: str,
+        account_id: str,
+        account: str | None,
+        key: KeyUsage,
+        plan: AccountUsage,
+        same_account: list[str],
+        now: float,
+        *,
+        auth_reason: str,
+    ) -> None:
+        """Store a ``/usage`` answer for ``fp``: it wins over local counts.
+
+        The plan is shared: its figures speak for every key of the account.
+        A 200 also proves the key is valid again, so an auth cooldown
+        (``auth_reason``) is over (incident 7).
+        """
+        ks = self.key(fp)
+        ks.account = account
+        ks.last_usage = key
+        ks.last_sync_at = now
+        ks.local_credits = 0.0
+        acc = self.account(account_id)
+        fresh = replace(plan, synced_at=now, local_credits=0.0)
+        for f in fields(AccountUsage):
+            setattr(acc, f.name, getattr(fresh, f.name))
+        plan_spent = acc.left() <= 0
+        ks.exhausted = key.left() <= 0 or plan_spent
+        for other_fp in same_account:
+            if other_fp == fp:
+                continue
+            other = self.key(other_fp)
+            if plan_spent:
+                other.exhausted = True
+            elif other.exhausted and other.last_usage is not None:
+                # Headroom on the plan again: only the key's own limit can hold it back.
+                other.exhausted = other.last_usage.left() <= 0
+        if ks.cooldown_reason == auth_reason and ks.cooling(now):
+            ks.clear()
+
+
+# -- validation of stored values -----------------------------------------------------------
+
+#: Field kinds of each record, for stores that keep them as columns or strings.
+KEY_FIELDS: dict[str, str] = {
+    "account": "str?",
+    "disabled": "bool",
+    "cooldown_until": "float?",
+    "cooldown_reason": "str?",
+    "cooldown_started": "float?",
+    "exhausted": "bool",
+    "last_error": "str?",
+    "last_error_at": "float?",
+    "last_status": "int?",
+    "key_usage": "float?",
+    "key_limit": "float?",
+    "search_usage": "float?",
+    "last_sync_at": "float?",
+    "local_credits": "float",
+    "searches": "int",
+    "last_used_at": "float?",
+    "usage_blocked_until": "float?",
+}
+ACCOUNT_FIELDS: dict[str, str] = {
+    "current_plan": "str?",
+    "plan_usage": "float?",
+    "plan_limit": "float?",
+    "paygo_usage": "float?",
+    "paygo_limit": "float?",
+    "synced_at": "float?",
+    "local_credits": "float",
+}
+_DEFAULTS = {"bool": False, "float": 0.0, "int": 0}
+_MAX_TEXT = 2000
+
+
+class BadValue(ValueError):
+    """A stored value of the wrong type or out of range."""
+
+
+def _parse(kind: str, value: Any) -> Any:
+    """``value`` as ``kind`` (accepting the text form Redis stores), or :class:`BadValue`."""
+    if value is None or value == "":
+        if kind.endswith("?"):
+            return None
+        raise BadValue("missing")
+    base = kind.rstrip("?")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if base == "str":
+        if not isinstance(value, str):
+            raise BadValue(f"expected text, got {type(value).__name__}")
+        return value[:_MAX_TEXT]
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+        if value in (0, 1, "0", "1"):
+            return bool(int(value))
+        raise BadValue(f"expected 0 or 1, got {value!r}"[:80])
+    if isinstance(value, bool):
+        raise BadValue(f"expected a number, got {value!r}")
+    try:
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        raise BadValue(f"expected a number, got {value!r}"[:80]) from None
+    if not isinstance(number, int | float) or not math.isfinite(number):
+        raise BadValue(f"expected a finite number, got {value!r}"[:80])
+    if base == "int":
+        if number != int(number) or abs(number) > 2**62:
+            raise BadValue(f"expected an integer, got {value!r}"[:80])
+        return int(number)
+    if abs(number) > 1e15:
+        raise BadValue(f"out of range: {value!r}"[:80])
+    return float(number)
+
+
+def _typed(
+    spec: Mapping[str, str], raw: Mapping[str, Any], where: str, warn: Callable[[str], None]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in spec.items():
+        if name not in raw:
+            continue
+        try:
+            out[name] = _parse(kind, raw[name])
+        except BadValue as exc:
+            warn(f"{where}: {name} {exc}; reset")
+            if not kind.endswith("?"):
+                out[name] = _DEFAULTS[kind]
+    return out
+
+
+_WARNED: set[str] = set()
+
+
+def _warn(message: str) -> None:
+    # Once per message: a bad stored value is read on every search until it is rewritten.
+    if message in _WARNED:
+        return
+    if len(_WARNED) < 1000:
+        _WARNED.add(message)
+    log.warning("router state: %s", message)
+
+
+def key_from_fields(
+    raw: Mapping[str, Any], where: str = "key", warn: Callable[[str], None] = _warn
+) -> KeyState:
+    """A :class:`KeyState` from flat stored fields; a bad value is reset with a warning."""
+    values = _typed(KEY_FIELDS, raw, where, warn)
+    figures = {n: values.pop(n, None) for n in ("key_usage", "key_limit", "search_usage")}
+    usage = KeyUsage(**figures) if any(v is not None for v in figures.values()) else None
+    return KeyState(last_usage=usage, **values)
+
+
+def key_to_fields(ks: KeyState) -> dict[str, Any]:
+    """The flat fields a store keeps for a :class:`KeyState`."""
+    out: dict[str, Any] = {}
+    usage = ks.last_usage or KeyUsage()
+    for name in KEY_FIELDS:
+        if name in ("key_usage", "key_limit", "search_usage"):
+            out[name] = getattr(usage, name)
+        else:
+            out[name] = getattr(ks, name)
+    return out
+
+
+def account_from_fields(
+    raw: Mapping[str, Any], where: str = "account", warn: Callable[[str], None] = _warn
+) -> AccountUsage:
+    """An :class:`AccountUsage` from stored fields; a bad value is reset with a warning."""
+    return AccountUsage(**_typed(ACCOUNT_FIELDS, raw, where, warn))
+
+
+def account_to_fields(acc: AccountUsage) -> dict[str, Any]:
+    """The fields a store keeps for an :class:`AccountUsage`."""
+    return {name: getattr(acc, name) for name in ACCOUNT_FIELDS}
+
+
+def optional_number(value: Any, where: str, warn: Callable[[str], None] = _warn) -> float | None:
+    """A stored optional number, ``None`` (with a warning) when it is not one."""
+    try:
+        result: float | None = _parse("float?", value)
+    except BadValue as exc:
+        warn(f"{where} {exc}; reset")
+        return None
+    return result
+
+
+def optional_text(value: Any, where: str, warn: Callable[[str], None] = _warn) -> str | None:
+    """A stored optional text, ``None`` (with a warning) when it is not one."""
+    try:
+        result: str | None = _parse("str?", value)
+    except BadValue as exc:
+        warn(f"{where} {exc}; reset")
+        return None
+    return result
+
+
+# -- the JSON form (the JSON file store, and quota.json imported into a database) ----------
+
+
+def state_to_json(state: State) -> dict[str, Any]:
+    """The state as the JSON file store writes it."""
+    keys = {}
+    for fp, ks in sorted(state.keys.items()):
+        flat = key_to_fields(ks)
+        usage = {n: flat.pop(n) for n in ("key_usage", "key_limit", "search_usage")}
+        flat["last_usage"] = usage if ks.last_usage is not None else None
+        keys[fp] = flat
+    return {
+        "format_version": STATE_VERSION,
+        "month": state.month,
+        "keys": keys,
+        "accounts": {n: account_to_fields(a) for n, a in sorted(state.accounts.items())},
+        "hold_until": state.hold_until,
+        "hold_key": state.hold_key,
+        "rings": {n: {"seq": r.seq, "slots": r.slots} for n, r in sorted(state.rings.items())},
+    }
+
+
+def looks_like_state(data: Any) -> bool:
+    """True for a JSON object searchfuse wrote as state (``month`` text, ``keys`` object)."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("month"), str)
+        and isinstance(data.get("keys", {}), dict)
+        and isinstance(data.get("accounts", {}), dict)
+    )
+
+
+def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
+    """Parse what :func:`state_to_json` wrote (format 1 or 2).
+
+    Raises ``ValueError`` when ``data`` is not a state object at all; a bad
+    value inside one is reset with a warning.
+    """
+    if not looks_like_state(data):
+        raise ValueError("not a searchfuse state object")
+    keys: dict[str, KeyState] = {}
+    for fp, raw in data.get("keys", {}).items():
+        if not isinstance(raw, dict):
+            warn(f"key {fp}: not an object; reset")
+            continue
+        flat = dict(raw)
+        usage = flat.pop("last_usage", None)
+        if isinstance(usage, dict):
+            flat.update({n: usage.get(n) for n in ("key_usage", "key_limit", "search_usage")})
+        elif usage is not None:
+            warn(f"key {fp}: last_usage is not an object; reset")
+        keys[str(fp)] = key_from_fields(flat, f"key {fp}", warn)
+    accounts: dict[str, AccountUsage] = {}
+    for name, raw in data.get("accounts", {}).items():
+        if not isinstance(raw, dict):
+            warn(f"account {name}: not an object; reset")
+            continue
+        accounts[str(name)] = account_from_fields(raw, f"account {name}", warn)
+    rings: dict[str, Ring] = {}
+    rings_raw = data.get("rings")
+    for name, raw in rings_raw.items() if isinstance(rings_raw, dict) else ():
+        ring = _ring_from_json(raw)
+        if ring is None:
+            warn(f"pacing log {name}: malformed; reset")
+        else:
+            rings[str(name)] = ring
+    return State(
+        month=data["month"],
+        keys=keys,
+        accounts=accounts,
+        hold_until=optional_number(data.get("hold_until"), "hold_until", warn),
+        hold_key=optional_text(data.get("hold_key"), "hold_key", warn),
+        rings=rings,
+    )
+
+
+def _ring_from_json(raw: Any) -> Ring | None:
+    if not isinstance(raw, dict):
+        return None
+    seq, slots = raw.get("seq"), raw.get("slots")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        return None
+    if not isinstance(slots, list) or not slots or len(slots) > 1_000_000:
+        return None
+    try:
+        parsed = [_parse("float?", t) for t in slots]
+    except BadValue:
+        return None
+    return Ring(len(parsed), seq, parsed)
+
+
+# -- the pick: one decision, inside the store's transaction -------------------------------
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a store said to "may this key send a search now?".
+
+    ``verdict`` is ``"ok"`` (the request is counted in the key's pacing log and
+    may be sent), ``"held"`` (the router-wide 429 hold runs), ``"blocked"``
+    (the key is cooling, exhausted or disabled: see ``availability``) or
+    ``"paced"`` (the key's rate is used up). ``wait`` is the seconds until the
+    hold ends, the cooldown ends, or the pacing log has room.
+    """
+
+    verdict: str
+    wait: float = 0.0
+    availability: Availability = Availability.AVAILABLE
+    hold_key: str | None = None
+
+
+GRANTED = Grant("ok")
+
+
+def acquire(
+    state: State,
+    fp: str,
+    now: float,
+    *,
+    rpm: int | None,
+    window: float,
+    honour_hold: bool,
+) -> Grant:
+    """Check the hold and the key, then count the search in the key's pacing log.
+
+    Runs inside one transaction, so the hold another process wrote with its
+    park, and the pacing every process shares, are seen before anything is sent.
+    """
+    if honour_hold:
+        left = state.hold_left(now)
+        if left > 0:
+            return Grant("held", left, hold_key=state.hold_key)
+    ks = state.key(fp)
+    availability = ks.availability(now)
+    if availability is not Availability.AVAILABLE:
+        wait = ks.cooldown_left(now) if availability is Availability.COOLING else math.inf
+        return Grant("blocked", wait, availability)
+    if rpm is not None:
+        wait = state.take(f"search:{fp}", rpm, window, now)
+        if wait > 0:
+            return Grant("paced", wait)
+    return GRANTED

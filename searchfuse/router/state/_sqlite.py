@@ -1,0 +1,556 @@
+"""State in an SQLite database: the embedded default (``state/searchfuse.db``).
+
+One row per key and per account, so a search reads and writes only the rows
+it touches; WAL mode, so readers never wait for the writer; every
+read-modify-write is one ``BEGIN IMMEDIATE`` transaction, so the 429 hold,
+a key's park and the pacing decision are atomic across processes. Lock waits
+are bounded by ``busy_timeout`` (default 5 s), then :class:`StoreUnavailable`.
+Columns are typed and every value is validated on read: a bad one is reset
+with a warning, never a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from searchfuse.errors import ConfigError, StoreUnavailable
+from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._json import not_state
+from searchfuse.router.state._model import (
+    ACCOUNT_FIELDS,
+    KEY_FIELDS,
+    AccountUsage,
+    KeyState,
+    Ring,
+    State,
+    account_from_fields,
+    account_to_fields,
+    key_from_fields,
+    key_to_fields,
+    looks_like_state,
+    month_of,
+    optional_number,
+    optional_text,
+    state_from_json,
+)
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+log = logging.getLogger("searchfuse.state")
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_MAGIC = b"SQLite format 3\x00"
+_SQL_TYPES = {"str?": "TEXT", "bool": "INTEGER", "int": "INTEGER", "int?": "INTEGER"}
+
+
+def _columns(spec: dict[str, str]) -> str:
+    return ", ".join(f"{name} {_SQL_TYPES.get(kind, 'REAL')}" for name, kind in spec.items())
+
+
+_KEY_COLS = tuple(KEY_FIELDS)
+_ACCOUNT_COLS = tuple(ACCOUNT_FIELDS)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS searchfuse_meta (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    schema_version INTEGER NOT NULL,
+    month TEXT NOT NULL,
+    hold_until REAL,
+    hold_key TEXT,
+    seq INTEGER NOT NULL DEFAULT 0,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    imported_from TEXT
+);
+CREATE TABLE IF NOT EXISTS keys (fp TEXT PRIMARY KEY, {_columns(KEY_FIELDS)}, rev INTEGER);
+CREATE INDEX IF NOT EXISTS keys_rev ON keys (rev);
+CREATE TABLE IF NOT EXISTS accounts (name TEXT PRIMARY KEY, {_columns(ACCOUNT_FIELDS)},
+    rev INTEGER);
+CREATE INDEX IF NOT EXISTS accounts_rev ON accounts (rev);
+CREATE TABLE IF NOT EXISTS rings (name TEXT PRIMARY KEY, size INTEGER, seq INTEGER);
+CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
+    PRIMARY KEY (name, slot)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
+CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
+"""
+_SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
+_SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
+_UPSERT_KEY = (
+    f"INSERT OR REPLACE INTO keys (fp, {', '.join(_KEY_COLS)}, rev) "
+    f"VALUES ({', '.join('?' * (len(_KEY_COLS) + 2))})"
+)
+_UPSERT_ACCOUNT = (
+    f"INSERT OR REPLACE INTO accounts (name, {', '.join(_ACCOUNT_COLS)}, rev) "
+    f"VALUES ({', '.join('?' * (len(_ACCOUNT_COLS) + 2))})"
+)
+
+
+class _Tx(TxState):
+    """A transaction's state: rows are loaded when first named."""
+
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection, meta: tuple[Any, ...]):
+        month, hold_until, hold_key = meta[0], meta[1], meta[2]
+        super().__init__(month, hold_until, hold_key)
+        self._store = store
+        self._conn = conn
+        self.rewrite: set[str] = set()
+
+    def load_key(self, fp: str) -> KeyState | None:
+        row = self._conn.execute(_SELECT_KEY, (fp,)).fetchone()
+        if row is None:
+            return None
+        return key_from_fields(
+            dict(zip(_KEY_COLS, row, strict=True)),
+            f"key {fp}",
+            self._store.warner(lambda: self.rewrite.add(f"k:{fp}")),
+        )
+
+    def load_account(self, name: str) -> AccountUsage | None:
+        row = self._conn.execute(_SELECT_ACCOUNT, (name,)).fetchone()
+        if row is None:
+            return None
+        return account_from_fields(
+            dict(zip(_ACCOUNT_COLS, row, strict=True)),
+            f"account {name}",
+            self._store.warner(lambda: self.rewrite.add(f"a:{name}")),
+        )
+
+    def ring(self, name: str, size: int) -> Ring:
+        # Loads the whole log: only for a resize or an inspection. take() is O(1).
+        row = self._conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
+        ring = self._load_ring(name, row)
+        if ring.size != size:
+            ring = ring.resized(size)
+            self._save_ring(name, ring)
+        return ring
+
+    def _load_ring(self, name: str, row: Any) -> Ring:
+        return _load_ring(self._conn, name, row)
+
+    def _save_ring(self, name: str, ring: Ring) -> None:
+        self._conn.execute("DELETE FROM ring_slots WHERE name = ?", (name,))
+        self._conn.executemany(
+            "INSERT INTO ring_slots (name, slot, t) VALUES (?, ?, ?)",
+            [(name, i, t) for i, t in enumerate(ring.slots) if t is not None],
+        )
+        self._conn.execute(
+            "INSERT OR REPLACE INTO rings (name, size, seq) VALUES (?, ?, ?)",
+            (name, ring.size, ring.seq),
+        )
+
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        conn = self._conn
+        row = conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
+        if row is None or row[0] != limit or not _positive_int(row[1], zero=True):
+            if row is None:
+                conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
+                seq = 0
+            else:
+                ring = self.ring(name, limit)
+                seq = ring.seq
+        else:
+            seq = int(row[1])
+        slot = seq % limit
+        found = conn.execute(
+            "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, slot)
+        ).fetchone()
+        oldest = optional_number(found[0], f"pacing log {name}") if found else None
+        if oldest is not None and oldest + window > now:
+            return oldest + window - now
+        conn.execute(
+            "INSERT OR REPLACE INTO ring_slots (name, slot, t) VALUES (?, ?, ?)", (name, slot, now)
+        )
+        conn.execute("UPDATE rings SET seq = ? WHERE name = ?", (seq + 1, name))
+        return 0.0
+
+
+def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
+    """Pacing log ``name`` from its ``(size, seq)`` row and its slots."""
+    if row is None or not _positive_int(row[0]) or not _positive_int(row[1], zero=True):
+        return Ring(1)
+    ring = Ring(int(row[0]), int(row[1]))
+    for slot, t in conn.execute("SELECT slot, t FROM ring_slots WHERE name = ?", (name,)):
+        if _positive_int(slot, zero=True) and slot < ring.size:
+            ring.slots[slot] = optional_number(t, f"pacing log {name}")
+    return ring
+
+
+def _positive_int(value: Any, zero: bool = False) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (value >= 0 if zero else value > 0)
+    )
+
+
+class SqliteStore:
+    """Router state in an SQLite file shared by every process on the machine.
+
+    ``busy_timeout`` bounds how long a transaction waits for another
+    process's write lock (then :class:`StoreUnavailable`). A new database
+    imports ``quota.json`` from the same folder once, if there is one, and
+    never writes to it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout = float(busy_timeout)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._check_path()
+        self._created = self._create_file()
+        conn = self._conn()
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if tables and "searchfuse_meta" not in tables:
+                raise not_state(self.path, "it is an SQLite database of another program")
+            # WAL: readers never wait for the writer (persistent, set once per file).
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        with self._transaction() as conn:
+            self._init_schema(conn)
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path.name!r})"
+
+    # -- the file: ours, or a ConfigError -------------------------------------------------
+
+    def _check_path(self) -> None:
+        if self.path.is_dir():
+            raise not_state(self.path, "it is a directory")
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(16)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreUnavailable(
+                self.path.name, f"cannot be read ({exc.strerror})", "check its permissions"
+            ) from None
+        if head and head != _MAGIC:
+            raise not_state(self.path, "it is not an SQLite database")
+
+    def _create_file(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        os.close(fd)
+        return True
+
+    def _conn(self) -> sqlite3.Connection:
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is not None and local.pid == os.getpid():
+            return conn
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        local.conn, local.pid = conn, os.getpid()
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    def _error(self, exc: sqlite3.Error) -> Exception:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreUnavailable(
+                self.path.name,
+                f"another process held its write lock for more than {self.busy_timeout:g} s",
+                "check for a stuck process using this state file, or raise busy_timeout",
+            )
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            "not a database" in text or "malformed" in text or "no such" in text
+        ):
+            return not_state(self.path, f"SQLite says: {text}")
+        return StoreUnavailable(self.path.name, f"SQLite error: {text}", "check the disk and path")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise self._error(exc) from None
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if tables and "searchfuse_meta" not in tables:
+            raise not_state(self.path, "it is an SQLite database of another program")
+        if "searchfuse_meta" in tables:
+            row = conn.execute("SELECT schema_version FROM searchfuse_meta").fetchone()
+            if row is not None:
+                if not isinstance(row[0], int) or row[0] > SCHEMA_VERSION:
+                    raise ConfigError(
+                        str(self.path),
+                        None,
+                        f"was written by a newer searchfuse (schema {row[0]!r}, this one "
+                        f"knows {SCHEMA_VERSION})",
+                        "upgrade searchfuse, or point state= at another file",
+                    )
+                return
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        if conn.execute("SELECT 1 FROM searchfuse_meta").fetchone() is not None:
+            return  # another process initialised it while we waited
+        conn.execute(
+            "INSERT INTO searchfuse_meta (id, schema_version, month) VALUES (1, ?, '')",
+            (SCHEMA_VERSION,),
+        )
+        if self._created:
+            self._import_json(conn)
+
+    def _import_json(self, conn: sqlite3.Connection) -> None:
+        """Bring ``quota.json`` from the same folder into a new database, once.
+
+        The JSON file is only read: it stays as it is, and is never written again.
+        """
+        source = self.path.parent / "quota.json"
+        try:
+            data = json.loads(source.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+            log.warning("not importing %s into %s: %s", source.name, self.path.name, exc)
+            return
+        if not looks_like_state(data):
+            log.warning("not importing %s: it is not searchfuse state", source.name)
+            return
+        state = state_from_json(data)
+        for fp, ks in state.keys.items():
+            self._write_key(conn, fp, ks, 1)
+        for name, acc in state.accounts.items():
+            self._write_account(conn, name, acc, 1)
+        conn.execute(
+            "UPDATE searchfuse_meta SET month = ?, hold_until = ?, hold_key = ?, seq = 1, "
+            "imported_from = ?",
+            (state.month, state.hold_until, state.hold_key, source.name),
+        )
+        log.info(
+            "imported %s (%d keys) into %s; the JSON file is no longer written",
+            source.name,
+            len(state.keys),
+            self.path.name,
+        )
+
+    # -- rows --------------------------------------------------------------------------
+
+    def warner(self, on_bad: Callable[[], None]) -> Callable[[str], None]:
+        def warn(message: str) -> None:
+            on_bad()
+            log.warning("state database %s: %s", self.path.name, message)
+
+        return warn
+
+    @staticmethod
+    def _write_key(conn: sqlite3.Connection, fp: str, ks: KeyState, rev: int) -> None:
+        values = key_to_fields(ks)
+        conn.execute(_UPSERT_KEY, (fp, *(values[c] for c in _KEY_COLS), rev))
+
+    @staticmethod
+    def _write_account(conn: sqlite3.Connection, name: str, acc: AccountUsage, rev: int) -> None:
+        values = account_to_fields(acc)
+        conn.execute(_UPSERT_ACCOUNT, (name, *(values[c] for c in _ACCOUNT_COLS), rev))
+
+    def _meta(self, conn: sqlite3.Connection, now: float) -> tuple[Any, ...]:
+        """``(month, hold_until, hold_key, seq, epoch)``; a new month resets key state."""
+        row = conn.execute(
+            "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
+        ).fetchone()
+        if row is None:
+            raise not_state(self.path, "its searchfuse_meta row is missing")
+        month = month_of(now)
+        seq = row[3] if _positive_int(row[3], zero=True) else 0
+        epoch = row[4] if _positive_int(row[4], zero=True) else 0
+        if row[0] != month:
+            self._wipe(conn, month, epoch + 1)
+            return (month, None, None, 0, epoch + 1)
+        hold_until = optional_number(row[1], "hold_until")
+        hold_key = optional_text(row[2], "hold_key")
+        return (month, hold_until, hold_key, seq, epoch)
+
+    @staticmethod
+    def _wipe(conn: sqlite3.Connection, month: str, epoch: int) -> None:
+        # Pacing logs and the shared cache outlive a month: Tavily's rate window does.
+        conn.execute("DELETE FROM keys")
+        conn.execute("DELETE FROM accounts")
+        conn.execute(
+            "UPDATE searchfuse_meta SET month = ?, hold_until = NULL, hold_key = NULL, "
+            "seq = 0, epoch = ?",
+            (month, epoch),
+        )
+
+    # -- the Store interface --------------------------------------------------------------
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        with self._transaction() as conn:
+            meta = self._meta(conn, now)
+            tx = _Tx(self, conn, meta)
+            result = change(tx)
+            keys = tx.changed_keys()
+            accounts = tx.changed_accounts()
+            for name in tx.rewrite:
+                if name[0] == "k" and name[2:] in tx.keys:
+                    keys.setdefault(name[2:], tx.keys[name[2:]])
+                elif name[0] == "a" and name[2:] in tx.accounts:
+                    accounts.setdefault(name[2:], tx.accounts[name[2:]])
+            if keys or accounts or tx.hold_changed():
+                rev = meta[3] + 1
+                for fp, ks in keys.items():
+                    self._write_key(conn, fp, ks, rev)
+                for name, acc in accounts.items():
+                    self._write_account(conn, name, acc, rev)
+                conn.execute(
+                    "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
+                    (tx.hold_until, tx.hold_key, rev),
+                )
+            return result
+
+    def read(self, now: float) -> State:
+        changes = self.changes(now, None)
+        state = State(
+            month=changes.month,
+            keys=changes.keys,
+            accounts=changes.accounts,
+            hold_until=changes.hold_until,
+            hold_key=changes.hold_key,
+        )
+        try:
+            conn = self._conn()
+            rings = conn.execute("SELECT name, size, seq FROM rings").fetchall()
+            for name, size, seq in rings:
+                state.rings[name] = _load_ring(conn, name, (size, seq))
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return state
+
+    def changes(self, now: float, since: Any) -> Changes:
+        conn = self._conn()
+        month = month_of(now)
+        try:
+            row = conn.execute(
+                "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
+            ).fetchone()
+            if row is None:
+                raise not_state(self.path, "its searchfuse_meta row is missing")
+            if row[0] != month:
+                # Last month's state reads empty; the next update resets it for good.
+                return Changes(("month", month), True, month)
+            token = (row[4], row[3])
+            hold_until = optional_number(row[1], "hold_until")
+            hold_key = optional_text(row[2], "hold_key")
+            complete = not (isinstance(since, tuple) and since[0] == row[4])
+            if not complete and since[1] == row[3]:
+                return Changes(token, False, month, hold_until, hold_key)
+            after = -1 if complete else since[1]
+            keys = {
+                fp: key_from_fields(dict(zip(_KEY_COLS, rest, strict=True)), f"key {fp}")
+                for fp, *rest in conn.execute(
+                    f"SELECT fp, {', '.join(_KEY_COLS)} FROM keys WHERE rev > ?", (after,)
+                )
+            }
+            accounts = {
+                name: account_from_fields(
+                    dict(zip(_ACCOUNT_COLS, rest, strict=True)), f"account {name}"
+                )
+                for name, *rest in conn.execute(
+                    f"SELECT name, {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE rev > ?",
+                    (after,),
+                )
+            }
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return Changes(token, complete, month, hold_until, hold_key, keys, accounts)
+
+    def clear(self, now: float) -> None:
+        with self._transaction() as conn:
+            row = conn.execute("SELECT epoch FROM searchfuse_meta").fetchone()
+            epoch = row[0] if row and _positive_int(row[0], zero=True) else 0
+            self._wipe(conn, month_of(now), epoch + 1)
+
+    # -- the shared cache -------------------------------------------------------------------
+
+    def cache_get(self, key: str, now: float) -> str | None:
+        try:
+            row = (
+                self._conn()
+                .execute("SELECT value, expires FROM cache WHERE key = ?", (key,))
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        if row is None or not isinstance(row[0], str):
+            return None
+        expires = optional_number(row[1], "cache expiry")
+        if expires is None or expires <= now:
+            return None
+        return str(row[0])
+
+    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO cache (key, value, expires) VALUES (?, ?, ?)",
+                (key, value, expires_at),
+            )
+            conn.execute(
+                "DELETE FROM cache WHERE key IN "
+                "(SELECT key FROM cache ORDER BY expires DESC LIMIT -1 OFFSET ?)",
+                (max(1, maxsize),),
+            )
+
+    def cache_delete(self, key: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM cache WHERE key = ?", (key,))
+
+    def cache_keys(self, now: float) -> list[str]:
+        try:
+            rows = (
+                self._conn().execute("SELECT key FROM cache WHERE expires > ?", (now,)).fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return [str(r[0]) for r in rows]
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()

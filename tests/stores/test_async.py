@@ -1,0 +1,47 @@
+"""Async callers never block the event loop on a store's lock."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from searchfuse import Router
+from searchfuse.testing import FakeClock, FakeTavily
+
+KEY = "tvly-dev-test0001"
+
+
+async def test_asearch_waits_for_a_locked_database_off_the_event_loop(tmp_path: Path) -> None:
+    clock = FakeClock()
+    fake = FakeTavily([KEY], clock=clock)
+    path = tmp_path / "searchfuse.db"
+    router = Router(
+        [KEY],
+        state=path,
+        clock=clock,
+        async_transport=fake.transport(),  # type: ignore[arg-type]
+    )
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    beat = asyncio.create_task(ticker())
+    search = asyncio.create_task(router.asearch("q"))
+    await asyncio.sleep(0.03)
+    assert not search.done()
+    # The loop kept running while the search waited for the lock.
+    assert ticks >= 5
+    other.execute("COMMIT")
+    result = await asyncio.wait_for(search, 5)
+    beat.cancel()
+    assert result["searchfuse"]["served_by"] == "tavily"
+    assert len(fake.searches) == 1
+    other.close()
+    await router.aclose()

@@ -1,0 +1,155 @@
+"""The SQLite store: only its own files, values validated on read, quota.json imported once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from searchfuse import ConfigError, Router
+from searchfuse.router.state import SqliteStore
+from searchfuse.testing import FakeClock
+
+from ..scripted import KEYS, Upstream
+
+NOW = 1_768_478_400.0
+K1 = KEYS[0]
+
+
+def fp(key: str) -> str:
+    return Router([key]).keys[0].fingerprint
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"format_version": 2, "keys": [{"key": "tvly-dev-test0001"}]}',
+        b"plain text notes\n",
+        b"\x00\x01\x02 not a database at all, just bytes",
+    ],
+)
+def test_a_path_holding_something_else_is_a_config_error_and_stays_untouched(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "keys.db"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        Router([K1], state=path)
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.db"]
+
+
+def test_the_keys_file_itself_is_refused(tmp_path: Path) -> None:
+    keys = tmp_path / "config" / "keys"
+    keys.parent.mkdir()
+    keys.write_text(json.dumps({"format_version": 2, "keys": [{"key": K1}]}))
+    before = keys.read_bytes()
+    with pytest.raises(ConfigError, match="not a searchfuse state file"):
+        Router.from_config(tmp_path / "config" / "keys", state=keys)
+    assert keys.read_bytes() == before
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="directory"):
+        SqliteStore(tmp_path)
+
+
+def test_another_programs_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER)")
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match="another program"):
+        SqliteStore(path)
+    assert path.read_bytes() == before
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE searchfuse_meta SET schema_version = 99")
+    with pytest.raises(ConfigError, match="newer searchfuse"):
+        SqliteStore(path)
+
+
+def test_database_is_private_and_holds_no_key(
+    upstream: Upstream, clock: FakeClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "state" / "searchfuse.db"
+    router = Router(KEYS, state=path, clock=clock)
+    upstream.search(K1, 401)
+    upstream.search(KEYS[1], 200)
+    router.search("q")
+    router.close()
+    router.store.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for file in path.parent.iterdir():
+        data = file.read_bytes()
+        assert all(key.encode() not in data for key in KEYS), file.name
+
+
+def test_a_bad_value_is_reset_with_a_warning_and_rewritten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    store.update(NOW, lambda s: setattr(s.key("fp1"), "searches", 3))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE keys SET searches = 'lots', cooldown_until = 'soon'")
+    with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
+        assert store.read(NOW).keys["fp1"].searches == 0
+        store.update(NOW, lambda s: s.key("fp1").searches)
+    assert any("searches" in r.getMessage() for r in caplog.records)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT searches, cooldown_until FROM keys").fetchone() == (0, None)
+
+
+def test_quota_json_beside_a_new_database_is_imported_once_and_never_written(
+    upstream: Upstream, clock: FakeClock, tmp_path: Path
+) -> None:
+    config = tmp_path / "config" / "keys.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"format_version": 2, "keys": [{"key": K1}, {"key": KEYS[1]}]}))
+    legacy = tmp_path / "state" / "quota.json"
+    legacy.parent.mkdir()
+    legacy.write_text(
+        json.dumps(
+            {
+                "format_version": 1,
+                "month": "2026-01",
+                "keys": {
+                    fp(K1): {
+                        "cooldown_until": clock() + 300,
+                        "cooldown_reason": "rate_limited",
+                        "searches": 7,
+                        "last_usage": {"key_usage": 10, "key_limit": 1000, "search_usage": 9},
+                        "usage_calls": [clock() - 5],
+                    }
+                },
+                "hold_until": clock() + 300,
+                "hold_key": fp(K1),
+            }
+        )
+    )
+    before = legacy.read_bytes()
+    router = Router.from_config(config, clock=clock)
+    status = {s.key: s for s in router.status()}
+    first = status[router.keys[0].masked]
+    assert first.state == "cooling" and first.searches == 7 and first.key_usage == 10
+    # The hold came along: nothing is sent while it runs.
+    assert router.diagnose().verdict in ("cooling", "burst")
+    clock.advance(400)
+    upstream.search(KEYS[1], 200)
+    router.search("q")
+    assert legacy.read_bytes() == before
+    # A second router on the same database does not import again.
+    router.store.update(clock(), lambda s: setattr(s.key(fp(K1)), "searches", 1))
+    again = Router.from_config(config, clock=clock)
+    assert {s.key: s.searches for s in again.status()}[router.keys[0].masked] == 1
+    assert legacy.read_bytes() == before

@@ -1,0 +1,159 @@
+"""The store contract, run against every store: transactions, months, pacing logs, the cache."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from searchfuse.router.state import KeyUsage, State, acquire
+
+from .conftest import Opener
+
+NOW = 1_768_478_400.0  # 2026-01-15 12:00 UTC
+
+
+def bump(state: State) -> int:
+    ks = state.key("fp1")
+    ks.searches += 1
+    return ks.searches
+
+
+def test_update_is_read_modify_write_and_a_new_handle_sees_it(opener: Opener) -> None:
+    store = opener()
+    assert [store.update(NOW, bump) for _ in range(3)] == [1, 2, 3]
+    assert opener().read(NOW).keys["fp1"].searches == 3
+    # A new month reads empty.
+    assert opener().read(NOW + 40 * 86400).keys == {}
+
+
+def test_threads_add_up(opener: Opener) -> None:
+    store = opener()
+
+    def work() -> None:
+        for _ in range(25):
+            store.update(NOW, bump)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.read(NOW).keys["fp1"].searches == 150
+
+
+def test_park_and_hold_are_one_transaction(opener: Opener) -> None:
+    store = opener()
+
+    def park(state: State) -> None:
+        state.key("fp1").park(NOW, 30.0, "rate_limited")
+        state.hold("fp1", NOW + 30.0)
+
+    store.update(NOW, park)
+    other = opener()
+    grant = other.update(
+        NOW + 1, lambda s: acquire(s, "fp2", NOW + 1, rpm=100, window=60.0, honour_hold=True)
+    )
+    assert grant.verdict == "held"
+    assert grant.wait == pytest.approx(29.0)
+    assert grant.hold_key == "fp1"
+    later = other.update(
+        NOW + 31, lambda s: acquire(s, "fp1", NOW + 31, rpm=100, window=60.0, honour_hold=True)
+    )
+    assert later.verdict == "ok"  # an expired cooldown and hold are simply over
+
+
+def test_typed_usage_figures_round_trip(opener: Opener) -> None:
+    store = opener()
+
+    def sync(state: State) -> None:
+        state.key("fp1").last_usage = KeyUsage(key_usage=37.0, key_limit=1000.0, search_usage=30.0)
+        state.account("acct").plan_limit = 4000.0
+
+    store.update(NOW, sync)
+    state = opener().read(NOW)
+    assert state.keys["fp1"].last_usage == KeyUsage(37.0, 1000.0, 30.0)
+    assert state.keys["fp1"].left() == 963.0
+    assert state.accounts["acct"].left() == 4000.0
+
+
+def test_pacing_log_admits_at_most_limit_in_any_window(opener: Opener) -> None:
+    store = opener()
+
+    def take(at: float) -> float:
+        return store.update(at, lambda s: s.take("search:fp1", 3, 60.0, at))
+
+    assert [take(NOW + t) for t in (0.0, 1.0, 2.0)] == [0.0, 0.0, 0.0]
+    assert take(NOW + 30.0) == pytest.approx(30.0)  # the one at 0 leaves at 60
+    assert take(NOW + 60.0) == 0.0
+    assert take(NOW + 60.5) == pytest.approx(0.5)  # the one at 1 leaves at 61
+    # Another handle (another process) shares the log.
+    assert opener().update(NOW + 61, lambda s: s.take("search:fp1", 3, 60.0, NOW + 61)) == 0.0
+
+
+def test_pacing_log_survives_a_new_month_and_a_clear(opener: Opener) -> None:
+    store = opener()
+    end = 1_769_903_999.0  # 2026-01-31 23:59:59 UTC
+    for _ in range(2):
+        assert store.update(end, lambda s: s.take("search:fp1", 2, 60.0, end)) == 0.0
+    store.clear(end + 2)
+    assert store.update(end + 2, lambda s: s.take("search:fp1", 2, 60.0, end + 2)) > 0
+
+
+def test_pacing_log_resizes_keeping_the_newest(opener: Opener) -> None:
+    store = opener()
+    for t in range(4):
+        store.update(NOW + t, lambda s, t=t: s.take("search:fp1", 4, 60.0, NOW + t))
+    # Lowered to 2 per window: the two newest (at 2 and 3) still count.
+    assert store.update(NOW + 10, lambda s: s.take("search:fp1", 2, 60.0, NOW + 10)) == (
+        pytest.approx(52.0)
+    )
+
+
+def test_changes_name_only_what_changed(opener: Opener) -> None:
+    store = opener()
+    for fp in ("fp1", "fp2", "fp3"):
+        store.update(NOW, lambda s, fp=fp: setattr(s.key(fp), "searches", 1))
+    first = store.changes(NOW, None)
+    assert first.complete and set(first.keys) == {"fp1", "fp2", "fp3"}
+    assert store.changes(NOW, first.token).keys == {}
+    opener().update(NOW, lambda s: setattr(s.key("fp2"), "searches", 5))
+    second = store.changes(NOW, first.token)
+    assert not second.complete or set(second.keys) == {"fp1", "fp2", "fp3"}
+    assert second.keys["fp2"].searches == 5
+    store.clear(NOW)
+    cleared = store.changes(NOW, second.token)
+    assert cleared.complete and cleared.keys == {}
+
+
+def test_reading_does_not_write(opener: Opener) -> None:
+    store = opener()
+    store.update(NOW, bump)
+    token = store.changes(NOW, None).token
+    store.update(NOW, lambda s: s.key("fp1").searches)  # looked at, not changed
+    assert store.changes(NOW, token).keys == {}
+
+
+def test_shared_cache_expires_on_the_callers_clock(opener: Opener) -> None:
+    store = opener()
+    store.cache_set("k1", '{"answer": 1}', NOW + 60, 10)
+    assert opener().cache_get("k1", NOW + 59) == '{"answer": 1}'
+    assert store.cache_keys(NOW) == ["k1"]
+    assert store.cache_keys(NOW + 60) == []
+    assert opener().cache_get("k1", NOW + 60) is None
+    store.cache_delete("k1")
+    assert store.cache_get("k1", NOW) is None
+
+
+def test_shared_cache_keeps_at_most_maxsize(opener: Opener) -> None:
+    store = opener()
+    for i in range(5):
+        store.cache_set(f"k{i}", str(i), NOW + 100 + i, 3)
+    assert sorted(store.cache_keys(NOW)) == ["k2", "k3", "k4"]
+
+
+def test_cache_outlives_clear(opener: Opener) -> None:
+    store = opener()
+    store.cache_set("k", "v", NOW + 100, 10)
+    store.clear(NOW)
+    assert store.cache_get("k", NOW) == "v"
