@@ -170,8 +170,8 @@ class Throttled(SearchRefused):
         if message is None:
             message = (
                 "Search refused: every search key is at its request rate limit, so the "
-                f"search was not sent. A key has room again in {_seconds(retry_after)} "
-                "seconds. Do not retry at once: use the results you already have, combine "
+                f"search was not sent. A key has room again in {_duration(retry_after)}. "
+                "Do not retry at once: use the results you already have, combine "
                 "what you still need into one query, or wait and try once more."
             )
         super().__init__(message, retry_after=retry_after)
