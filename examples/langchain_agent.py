@@ -62,8 +62,8 @@ def searches(*queries: str) -> AIMessage:
 def summary(message: ToolMessage) -> str:
     if message.status == "error":
         return f"error: {message.content}"
-    result = json.loads(str(message.content))
-    served = result.get("searchfuse", {}).get("key", "?")
+    result = json.loads(str(message.content))  # what the model reads: Tavily's JSON
+    served = (message.artifact or {}).get("searchfuse", {}).get("key", "?")  # for people
     return f"{len(result['results'])} results (served with key {served})"
 
 

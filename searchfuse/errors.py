@@ -197,19 +197,20 @@ class NoKeyAvailable(SearchRefused):
         self.reasons = dict(reasons or {})
         self.diagnosis = diagnosis
         if message is None:
-            if diagnosis is not None:
-                message = "Search refused: no API key can serve right now.\n" + diagnosis.brief()
+            # The model gets a short refusal; the per-key reasons and the
+            # diagnosis (file paths, CLI commands) are for people: ``reasons``,
+            # ``diagnosis``, and the guard's log.
+            message = "Search refused: no API key can serve right now."
+            if retry_after is not None:
+                message += (
+                    f" Web search is available again in {_duration(retry_after)}; "
+                    "do not retry now. Tell the user and ask whether to wait."
+                )
             else:
-                lines = [f"{key}: {why}" for key, why in self.reasons.items()]
-                detail = "; ".join(lines) if lines else "no keys are configured"
-                message = f"Search refused: no API key can serve right now ({detail})."
-                if retry_after is not None:
-                    message += (
-                        f" The first key is available again in {_duration(retry_after)}; "
-                        "tell the user and ask whether to wait."
-                    )
-                else:
-                    message += " Answer from local data and tell the user web search is down."
+                message += (
+                    " Do not retry. Answer from what you already have or from local data, "
+                    "and tell the user that web search is unavailable."
+                )
         super().__init__(message, retry_after=retry_after)
 
 

@@ -516,6 +516,10 @@ class Guard:
         except SearchRefused as refusal:
             next(self._stats.refusals)
             logger.info("%s: search refused (%s)", self.name, refusal.reason)
+            diagnosis = getattr(refusal, "diagnosis", None)
+            if diagnosis is not None:
+                # For the operator: the model only ever gets the short refusal.
+                logger.warning("%s: no key can serve; diagnosis:\n%s", self.name, diagnosis)
             raise
 
     def _lead(self, cache: MutableMapping[Any, Any], key: Hashable, flight: _Flight) -> _Flow:

@@ -381,3 +381,31 @@ def test_an_interrupted_sync_leader_lets_the_waiter_search(backend: Backend, clo
     assert isinstance(led[0], KeyboardInterrupt)
     assert waited == [{"query": "q", "results": [{"title": "about q"}]}]
     assert backend.queries == ["q", "q"]
+
+
+def test_the_model_gets_a_short_no_key_refusal_and_the_log_gets_the_diagnosis(
+    clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from searchfuse import NoKeyAvailable
+
+    class Diagnosis:
+        def __str__(self) -> str:
+            return "1. config: config/keys.json holds 2 keys\nRun `searchfuse diagnose --probe`."
+
+    class NoKeys:
+        def ensure_available(self) -> None:
+            raise NoKeyAvailable({"tvly-dev-…0001": "auth (401)"}, diagnosis=Diagnosis())  # type: ignore[arg-type]
+
+        def search(self, query: str, **params: Any) -> dict[str, Any]:
+            raise AssertionError("no request may be sent")
+
+    @guard(router=NoKeys(), clock=clock, on_refusal="return")  # type: ignore[arg-type]
+    def web_search(query: str) -> dict[str, Any]:
+        return {}
+
+    with caplog.at_level("WARNING", logger="searchfuse.guard"):
+        message = web_search("a")
+    assert "no API key can serve right now" in message
+    for operator_text in ("keys.json", "searchfuse diagnose", "tvly-dev", "401"):
+        assert operator_text not in message
+    assert "searchfuse diagnose --probe" in caplog.text

@@ -259,7 +259,9 @@ def test_the_router_skips_an_invalid_key(fake_tavily: FakeTavily, router: Router
 
     result = json.loads(str(answer.content))
     assert len(result["results"]) == 3
-    assert result["searchfuse"] == {"served_by": "tavily", "key": mask(OTHER)}
+    # Which key served is for people: the artifact, not what the model reads.
+    assert "searchfuse" not in result
+    assert answer.artifact["searchfuse"] == {"served_by": "tavily", "key": mask(OTHER)}
     assert [(r.key_fingerprint, r.status) for r in fake_tavily.requests] == [
         (fingerprint(KEY), 401),  # revoked upstream: the router moves on, the model never knows
         (fingerprint(OTHER), 200),
@@ -550,3 +552,49 @@ def test_real_langchain_tavily_behind_the_middleware(
     assert first["a-0"].content == RateLimited(30.0).message
     assert second["b-0"].content == CooldownActive(30.0).message
     assert len(fake_tavily.requests) == 1
+
+
+def test_routed_tavily_search_content_has_tavily_searchs_shape(
+    fake_tavily: FakeTavily, router: Router
+) -> None:
+    langchain_tavily = pytest.importorskip("langchain_tavily")
+    call = {
+        "name": "tavily_search",
+        "args": {"query": "python 3.13"},
+        "id": "c",
+        "type": "tool_call",
+    }
+    with fake_tavily.serve() as url:
+        reference = langchain_tavily.TavilySearch(tavily_api_key=KEY, api_base_url=url)
+        theirs = reference.invoke(call)
+    ours = RoutedTavilySearch(router=router).invoke(call)
+
+    expected, got = json.loads(str(theirs.content)), json.loads(str(ours.content))
+    # The same fields at the top and in every result; nothing of searchfuse's.
+    assert set(got) == set(expected)
+    assert [set(r) for r in got["results"]] == [set(r) for r in expected["results"]]
+    assert got["results"] == expected["results"]
+    assert ours.artifact["searchfuse"]["served_by"] == "tavily"
+
+
+def test_the_model_never_reads_operator_text_when_no_key_can_serve(
+    fake_tavily: FakeTavily, router: Router
+) -> None:
+    fake_tavily.revoke(KEY)
+    fake_tavily.revoke(OTHER)
+    agent = agent_with(
+        [RoutedTavilySearch(router=router)],
+        SearchFuseMiddleware(per_turn=None),
+        searches("a", reply="x"),
+        searches("b", reply="y"),
+    )
+
+    answers = tool_messages(ask(agent))
+
+    for answer in answers.values():
+        text = str(answer.content)
+        assert answer.status == "error"
+        assert "no API key can serve right now" in text or "401" not in text
+        for operator_text in ("keys.json", "searchfuse ", "config/", "diagnose", "tvly-"):
+            assert operator_text not in text
+        assert len(text) < 300

@@ -1,0 +1,141 @@
+"""SearchFuseMiddleware next to LangChain's own middleware, in either order.
+
+Real ``create_agent``, real ``ToolRetryMiddleware``, ``ToolCallLimitMiddleware``
+and ``ModelRetryMiddleware``, a scripted fake chat model and the simulated
+Tavily. Whatever the order: a 429 is never retried through searchfuse (one
+request reaches Tavily), and every tool call gets exactly one ToolMessage.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelRetryMiddleware,
+    ToolCallLimitMiddleware,
+    ToolRetryMiddleware,
+)
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from searchfuse import RateLimited, TurnLimitReached
+from searchfuse.integrations.langchain import SearchFuseMiddleware
+from searchfuse.testing import FakeTavily
+from tests.integrations.test_langchain import (
+    ScriptedModel,
+    ask,
+    searches,
+    tavily_like,
+    tavily_raising,
+)
+
+ONE_PER_REPLY = TurnLimitReached(1).message
+
+
+class FlakyModel(ScriptedModel):
+    """The scripted model, failing its first call (what ModelRetryMiddleware retries)."""
+
+    failures: int = 1
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("the model provider dropped the connection")
+        return super()._generate(*args, **kwargs)
+
+
+def theirs(kind: str) -> AgentMiddleware[Any, Any, Any]:
+    if kind == "tool_retry":
+        # No backoff: the test must not sleep, and a retry would show in the request count.
+        return ToolRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+    if kind == "tool_call_limit":
+        return ToolCallLimitMiddleware(run_limit=2)
+    return ModelRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+
+
+def agent_for(kind: str, ours_first: bool, tools: list[Any], *replies: AIMessage) -> Any:
+    other = theirs(kind)
+    ours = SearchFuseMiddleware(cooldown=45)
+    middleware = [ours, other] if ours_first else [other, ours]
+    model_class = FlakyModel if kind == "model_retry" else ScriptedModel
+    model = model_class(responses=[*replies, AIMessage("done")])
+    return create_agent(model, tools=tools, middleware=middleware)
+
+
+def answers_per_call(messages: list[BaseMessage]) -> collections.Counter[str]:
+    return collections.Counter(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+
+
+KINDS = ["tool_retry", "tool_call_limit", "model_retry"]
+ORDERS = [pytest.param(True, id="searchfuse-first"), pytest.param(False, id="searchfuse-last")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ours_first", ORDERS)
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_raised_429_is_never_retried(
+    fake_tavily: FakeTavily, kind: str, ours_first: bool, mode: str
+) -> None:
+    fake_tavily.fail_next(429, retry_after=30, path="/search")
+    agent = agent_for(
+        kind, ours_first, [tavily_raising(fake_tavily)], searches("a", tool="web_search")
+    )
+
+    messages = ask(agent, mode)
+
+    assert len(fake_tavily.requests) == 1
+    assert answers_per_call(messages) == {"r-0": 1}
+    (answer,) = [m for m in messages if isinstance(m, ToolMessage)]
+    assert (answer.status, answer.content) == ("error", RateLimited(30.0).message)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ours_first", ORDERS)
+def test_a_reported_429_is_never_retried(
+    fake_tavily: FakeTavily, kind: str, ours_first: bool
+) -> None:
+    fake_tavily.fail_next(429, retry_after=30, path="/search")
+    agent = agent_for(
+        kind,
+        ours_first,
+        [tavily_like(fake_tavily)],
+        searches("a", reply="x"),
+        searches("b", reply="y"),  # the next reply: refused by the fuse, no request
+    )
+
+    messages = ask(agent)
+
+    assert len(fake_tavily.requests) == 1
+    assert answers_per_call(messages) == {"x-0": 1, "y-0": 1}
+    answers = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    assert answers["x-0"].content == RateLimited(45.0).message
+    assert "cooling down" in str(answers["y-0"].content)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ours_first", ORDERS)
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_every_call_of_a_parallel_burst_gets_one_answer(
+    fake_tavily: FakeTavily, kind: str, ours_first: bool, mode: str
+) -> None:
+    agent = agent_for(
+        kind, ours_first, [tavily_like(fake_tavily)], searches("python", "rust", "go")
+    )
+
+    messages = ask(agent, mode)
+
+    assert answers_per_call(messages) == {"r-0": 1, "r-1": 1, "r-2": 1}
+    assert [r.query for r in fake_tavily.requests] == ["python"]
+    answers = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    assert answers["r-0"].status == "success"
+    assert answers["r-1"].content == ONE_PER_REPLY
+    if kind == "tool_call_limit":
+        # The third call is over ToolCallLimitMiddleware's run limit: its answer, not ours.
+        assert answers["r-2"].content != ONE_PER_REPLY
+        assert answers["r-2"].status == "error"
+    else:
+        assert answers["r-2"].content == ONE_PER_REPLY
+    assert messages[-1].content == "done"
