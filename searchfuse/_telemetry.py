@@ -1,0 +1,200 @@
+"""OpenTelemetry spans and metrics, when ``opentelemetry-api`` is installed; nothing otherwise.
+
+``pip install "searchfuse[otel]"`` (from a checkout: ``pip install ".[otel]"``)
+brings the API; an application that configures an OpenTelemetry SDK then sees:
+
+- one span ``searchfuse.search`` per router search, with the masked key that
+  served it, the outcome (``served``, ``refused`` or ``failed``), who served
+  (``tavily`` or ``fallback``), the credits Tavily charged, and the refusal
+  reason or HTTP status when there was one;
+- counters ``searchfuse.searches`` (by outcome), ``searchfuse.refusals`` (by
+  reason), ``searchfuse.rate_limited`` (429 answers), ``searchfuse.paced_waits``
+  (waits for a key's request rate) and ``searchfuse.cache_hits``.
+
+Without ``opentelemetry-api`` every function here returns at once and nothing
+is imported. Even with it, ``import searchfuse`` does not import it: the API
+is loaded on the first search. Keys only ever appear masked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from searchfuse.errors import SearchFailed, SearchRefused
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = [
+    "SearchSpan",
+    "cache_hit",
+    "paced_wait",
+    "rate_limited",
+    "refused",
+    "search_span",
+]
+
+#: The instrumentation scope: what an exporter shows as the library's name.
+SCOPE = "searchfuse"
+
+
+class _Instruments:
+    """The tracer and counters, made once from the global OpenTelemetry providers.
+
+    They are the API's proxies: an SDK configured after the first search
+    still receives everything from then on.
+    """
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics, trace
+
+        from searchfuse import __version__
+
+        self.tracer: Tracer = trace.get_tracer(SCOPE, __version__)
+        meter = metrics.get_meter(SCOPE, __version__)
+        self.searches: Counter = meter.create_counter(
+            "searchfuse.searches", unit="{search}", description="Searches through the router"
+        )
+        self.refusals: Counter = meter.create_counter(
+            "searchfuse.refusals", unit="{refusal}", description="Searches refused, by reason"
+        )
+        self.rate_limited: Counter = meter.create_counter(
+            "searchfuse.rate_limited", unit="{response}", description="HTTP 429 answers received"
+        )
+        self.paced_waits: Counter = meter.create_counter(
+            "searchfuse.paced_waits",
+            unit="{wait}",
+            description="Waits for a key's request rate before sending",
+        )
+        self.cache_hits: Counter = meter.create_counter(
+            "searchfuse.cache_hits", unit="{hit}", description="Searches answered from the cache"
+        )
+
+
+_lock = threading.Lock()
+# None: not looked for yet; False: opentelemetry-api is not installed.
+_instruments: _Instruments | bool | None = None
+
+
+def _get() -> _Instruments | None:
+    global _instruments
+    if _instruments is None:
+        with _lock:
+            if _instruments is None:
+                try:
+                    _instruments = _Instruments()
+                except ImportError:
+                    _instruments = False
+    return _instruments if isinstance(_instruments, _Instruments) else None
+
+
+def _reset_for_tests() -> None:
+    """Look for opentelemetry again on the next call (tests swap providers)."""
+    global _instruments
+    with _lock:
+        _instruments = None
+
+
+class SearchSpan:
+    """What the router learns about one search, written onto its span when it ends."""
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+        self.attributes: dict[str, str | int | float] = {}
+
+    def served(self, result: Mapping[str, Any]) -> None:
+        """Record who served ``result`` (Tavily's JSON with searchfuse's ``searchfuse`` entry)."""
+        meta = result.get("searchfuse")
+        if isinstance(meta, Mapping):
+            if isinstance(meta.get("served_by"), str):
+                self.attributes["searchfuse.served_by"] = meta["served_by"]
+            if isinstance(meta.get("key"), str):
+                self.attributes["searchfuse.key"] = meta["key"]
+        usage = result.get("usage")
+        credits = usage.get("credits") if isinstance(usage, Mapping) else None
+        if isinstance(credits, int | float) and not isinstance(credits, bool):
+            self.attributes["searchfuse.credits"] = credits
+
+
+@contextmanager
+def search_span(operation: str = "search") -> Iterator[SearchSpan]:
+    """One span (and one ``searchfuse.searches`` count) around one router search.
+
+    The block calls :meth:`SearchSpan.served` with the result; a refusal or
+    failure raised from the block is recorded as the outcome and re-raised.
+    """
+    instruments = _get()
+    if instruments is None:
+        yield SearchSpan(None)
+        return
+    with instruments.tracer.start_as_current_span(
+        f"searchfuse.{operation}", record_exception=False, set_status_on_exception=False
+    ) as span:
+        recorder = SearchSpan(span)
+        outcome = "served"
+        try:
+            yield recorder
+        except SearchRefused as exc:
+            outcome = "refused"
+            recorder.attributes["searchfuse.refusal.reason"] = exc.reason
+            if exc.retry_after is not None:
+                recorder.attributes["searchfuse.retry_after"] = float(exc.retry_after)
+            raise
+        except SearchFailed as exc:
+            outcome = "failed"
+            if exc.status_code is not None:
+                recorder.attributes["http.response.status_code"] = exc.status_code
+            raise
+        except BaseException as exc:
+            outcome = "failed"
+            recorder.attributes["error.type"] = type(exc).__qualname__
+            raise
+        finally:
+            recorder.attributes["searchfuse.outcome"] = outcome
+            span.set_attributes(recorder.attributes)
+            if outcome == "failed":
+                from opentelemetry.trace import Status, StatusCode
+
+                span.set_status(Status(StatusCode.ERROR))
+            attributes = {"searchfuse.operation": operation, "searchfuse.outcome": outcome}
+            instruments.searches.add(1, attributes)
+            reason = recorder.attributes.get("searchfuse.refusal.reason")
+            if reason is not None:
+                instruments.refusals.add(1, {"searchfuse.refusal.reason": reason})
+
+
+def refused(reason: str) -> None:
+    """Count a refusal the guard decided (``turn_limit``, ``cooldown``...) without a search."""
+    instruments = _get()
+    if instruments is not None:
+        instruments.refusals.add(1, {"searchfuse.refusal.reason": reason})
+
+
+def rate_limited(key: str | None = None) -> None:
+    """Count one HTTP 429 answer; ``key`` is the masked key it came for, if known."""
+    instruments = _get()
+    if instruments is not None:
+        instruments.rate_limited.add(1, {"searchfuse.key": key} if key else {})
+
+
+def paced_wait(seconds: float) -> None:
+    """Count one wait for a key's request rate (the wait's length goes on the current span)."""
+    instruments = _get()
+    if instruments is not None:
+        instruments.paced_waits.add(1)
+        from opentelemetry import trace
+
+        trace.get_current_span().add_event(
+            "searchfuse.paced_wait", {"searchfuse.wait_seconds": float(seconds)}
+        )
+
+
+def cache_hit() -> None:
+    """Count one search answered from the guard's cache."""
+    instruments = _get()
+    if instruments is not None:
+        instruments.cache_hits.add(1)
