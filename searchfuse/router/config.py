@@ -29,12 +29,14 @@ from searchfuse._files import atomic_write, backup, clean_stale_temps
 from searchfuse._secrets import fingerprint, mask, redact
 from searchfuse.errors import ConfigError
 from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
+from searchfuse.router.tavily import DEV_KEY_PREFIX, DEV_RPM, PROD_RPM
 
 __all__ = [
     "FORMAT_VERSION",
     "Config",
     "KeyEntry",
     "config_from_env",
+    "key_rpm",
     "keys_from",
     "load_config",
     "parse_config",
@@ -62,7 +64,7 @@ MAX_DEPTH = 32
 #: A keys file larger than this is not a keys file.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
-_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled"}
+_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm"}
 #: Keys files already warned about (world-readable): once per process.
 _warned_modes: set[str] = set()
 
@@ -97,6 +99,9 @@ class KeyEntry:
     disabled: bool = False
     #: Fields searchfuse does not know (kept when a legacy file is migrated).
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: Requests per minute this key may send (``None``: ``SEARCHFUSE_RPM``, else
+    #: Tavily's published limit for the kind of key, see :func:`key_rpm`).
+    rpm: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -212,6 +217,38 @@ def _cooldown(value: Any, source: str) -> float:
     return minutes
 
 
+def _rpm(value: Any, source: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ConfigError(
+            source,
+            where,
+            f"expected a whole number of requests per minute (1 or more), got {_shown(value)}",
+            "write the key's rate limit, e.g. 100 for a development key, or remove the field",
+        )
+    return value
+
+
+def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
+    """The requests per minute the router allows ``entry``: its ``rpm`` in the keys
+    file, else ``SEARCHFUSE_RPM``, else Tavily's limit (100 for ``tvly-dev-`` keys,
+    1000 for the others). A malformed ``SEARCHFUSE_RPM`` is a :class:`ConfigError`."""
+    if entry.rpm is not None:
+        return entry.rpm
+    env = os.environ if environ is None else environ
+    text = env.get("SEARCHFUSE_RPM", "").strip()
+    if text:
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = text
+        rpm = _rpm(value, "SEARCHFUSE_RPM", None)  # type: ignore[arg-type]
+        assert rpm is not None
+        return rpm
+    return DEV_RPM if entry.key.startswith(DEV_KEY_PREFIX) else PROD_RPM
+
+
 def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) -> Config:
     """Validate decoded JSON and return a :class:`Config` (``legacy`` tells if it needs migrating).
 
@@ -278,7 +315,8 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
                     "write true to keep the key out of rotation, or remove the field",
                 )
             extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
-            entry = KeyEntry(key, account or None, notes, disabled, extra)
+            rpm = _rpm(item.get("rpm"), source, f"{where}.rpm")
+            entry = KeyEntry(key, account or None, notes, disabled, extra, rpm=rpm)
         else:
             raise ConfigError(
                 source,
@@ -309,6 +347,8 @@ def render_config(config: Config) -> str:
             item["notes"] = entry.notes
         if entry.disabled:
             item["disabled"] = True
+        if entry.rpm is not None:
+            item["rpm"] = entry.rpm
         # Fields we do not know belong to someone: a migration keeps them.
         item.update((k, v) for k, v in entry.extra.items() if k not in item)
         keys.append(item)
@@ -546,6 +586,7 @@ def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
                     "account": item.account,
                     "notes": item.notes,
                     "disabled": item.disabled,
+                    "rpm": item.rpm,
                 }
             )
         else:

@@ -30,23 +30,34 @@ from searchfuse.errors import (
     NoKeyAvailable,
     RateLimited,
     SearchFailed,
+    Throttled,
 )
 from searchfuse.router import policy
 from searchfuse.router.config import (
     Config,
     KeyEntry,
     config_from_env,
+    key_rpm,
     keys_from,
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis, Step, diagnose_candidates
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
-from searchfuse.router.state import AccountUsage, KeyUsage, State, Store, open_store
+from searchfuse.router.state import (
+    AccountUsage,
+    Grant,
+    KeyUsage,
+    State,
+    Store,
+    acquire,
+    open_store,
+)
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
 from searchfuse.router.tavily import (
     ENDPOINTS,
     MAX_QUERY_LENGTH,
+    RATE_WINDOW,
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
     USAGE_WINDOW,
@@ -71,6 +82,13 @@ FIRST_RETRY_WAIT = 0.5
 MAX_SEARCH_CREDITS = 100.0
 #: Searches starting within this many seconds of the previous pick stay on its key.
 STICKY_WINDOW = 2.0
+#: How long a call may wait for a key with room before :class:`Throttled`.
+DEFAULT_MAX_WAIT = 10.0
+#: Pacing counts a request when it is decided; Tavily counts it when it arrives,
+#: a little later. A second more than Tavily's window keeps the difference in
+#: network delay between two requests from ever putting ``rpm + 1`` in its window.
+PACE_MARGIN = 1.0
+PACE_WINDOW = RATE_WINDOW + PACE_MARGIN
 #: Figures older than this are refreshed from ``/usage`` (for the key in use only).
 DEFAULT_SYNC_INTERVAL = 1800.0
 
@@ -168,6 +186,11 @@ class Router:
         fallback: ``fallback(query, max_results=..., **params) -> dict`` (sync or
             async), used only when no key can serve for a reason other than a
             rate limit (auth failure, exhausted quota, Tavily failing).
+        pace: keep every key within its request rate (``keys[].rpm``, else
+            ``SEARCHFUSE_RPM``, else Tavily's published limit), across every
+            process sharing the store; ``False`` turns pacing off.
+        max_wait: the longest a call waits for a key to have room (through
+            ``clock`` and ``sleep``) before raising :class:`Throttled`.
     """
 
     def __init__(
@@ -185,6 +208,8 @@ class Router:
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
         fallback: Callable[..., Any] | None = None,
+        pace: bool = True,
+        max_wait: float = DEFAULT_MAX_WAIT,
         _missing: str | None = None,
     ) -> None:
         if on_429 not in ("stop", "retry", "failover"):
@@ -201,6 +226,11 @@ class Router:
         self.cooldown_seconds = float(minutes) * 60.0
         self.on_429: On429 = on_429
         self.sync_interval = float(sync_interval)
+        if isinstance(max_wait, bool) or not math.isfinite(float(max_wait)) or max_wait < 0:
+            raise ValueError(f"max_wait must be a finite number of seconds >= 0, not {max_wait!r}")
+        self.pace = bool(pace)
+        self.max_wait = float(max_wait)
+        self._rpm = {entry.fingerprint: key_rpm(entry) for entry in self.config.keys}
         self.store = open_store(state)
         self.http = TavilyHTTP(
             base_url, timeout=timeout, transport=transport, async_transport=async_transport
@@ -331,6 +361,9 @@ class Router:
         diagnosis = diagnose_candidates(cands, cands, now, None, self._hold())
         return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
 
+    def _masked(self, fp: str | None) -> str:
+        return next((e.masked for e in self.config.keys if e.fingerprint == fp), "a key")
+
     def _hold_of(self, state: State, now: float) -> tuple[float, str | None]:
         """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
         if self.on_429 == "failover":
@@ -348,6 +381,16 @@ class Router:
             raise CooldownActive(left, cause=f"rate limit (429 on {masked or 'a key'})")
 
     # -- state changes ---------------------------------------------------------------
+
+    def _acquire(self, entry: KeyEntry) -> Grant:
+        """One transaction: the hold, the key's state, and a slot in its pacing log."""
+        now = self.now()
+        fp = entry.fingerprint
+        rpm = self._rpm[fp] if self.pace else None
+        honour = self.on_429 != "failover"
+        return self.store.update(
+            now, lambda s: acquire(s, fp, now, rpm=rpm, window=PACE_WINDOW, honour_hold=honour)
+        )
 
     def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
         """True if the key's figures are missing or stale (``/usage``'s own limit is
@@ -508,11 +551,23 @@ class Router:
         """
         tried: set[str] = set()
         failures: dict[str, str] = {}
+        #: Keys whose pacing log is full, and when each has room again.
+        paced: dict[str, float] = {}
+        deadline = self.now() + self.max_wait
         synced = False
         while True:
-            entry, state, now = self._pick_with_state(tried)
+            entry, state, now = self._pick_with_state(tried | paced.keys())
             if entry is None:
-                raise self._no_key(failures)
+                if not paced:
+                    raise self._no_key(failures)
+                # Every key that could serve is at its rate: wait for the first
+                # to have room, within max_wait; never send what would be a 429.
+                wait = max(0.0, min(paced.values()) - now)
+                if now + wait > deadline:
+                    raise Throttled(retry_after=wait)
+                yield _Sleep(wait)
+                paced.clear()
+                continue
             if not synced and self._sync_due(entry, state, now) and self._reserve_usage_call(entry):
                 synced = True
                 status = self._record_usage(entry, (yield _Usage(entry)))
@@ -528,6 +583,19 @@ class Router:
                     tried.add(entry.fingerprint)
                     failures[entry.masked] = blocked_reason(fresh, now) or "exhausted"
                     continue
+            if self.pace:
+                grant = self._acquire(entry)
+                if grant.verdict == "held":
+                    masked = self._masked(grant.hold_key)
+                    raise CooldownActive(grant.wait, cause=f"rate limit (429 on {masked})")
+                if grant.verdict == "paced":
+                    paced[entry.fingerprint] = now + grant.wait
+                    continue
+                if grant.verdict == "blocked":
+                    # Another process parked it since our snapshot.
+                    tried.add(entry.fingerprint)
+                    failures[entry.masked] = str(grant.availability)
+                    continue
             attempt = 0
             while True:
                 result = yield make_step(entry)
@@ -542,12 +610,14 @@ class Router:
                     and attempt < RETRIES_ON_429
                 ):
                     # A server's Retry-After wins over our doubling; either way at most 10 s.
-                    wait = answer.retry_after
-                    if wait is None:
-                        wait = FIRST_RETRY_WAIT * 2**attempt
+                    retry_wait = answer.retry_after
+                    if retry_wait is None:
+                        retry_wait = FIRST_RETRY_WAIT * 2**attempt
                     self._react(entry, answer, park=False)
                     attempt += 1
-                    yield _Sleep(policy.clamp_wait(wait))
+                    yield _Sleep(policy.clamp_wait(retry_wait))
+                    if self.pace and self._acquire(entry).verdict != "ok":
+                        break  # no room for the retry: stop as after the last retry
                     continue
                 break
             cooldown = self._react(entry, answer)

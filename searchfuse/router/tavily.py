@@ -30,12 +30,16 @@ from searchfuse.errors import ConfigError, SearchFailed
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_TIMEOUT",
+    "DEV_KEY_PREFIX",
+    "DEV_RPM",
     "ENDPOINTS",
     "MAX_BODY_BYTES",
     "MAX_ERROR_BYTES",
     "MAX_ERROR_TEXT",
     "MAX_FIGURE",
     "MAX_QUERY_LENGTH",
+    "PROD_RPM",
+    "RATE_WINDOW",
     "SEARCH_CREDITS",
     "USAGE_CALLS_PER_WINDOW",
     "USAGE_WINDOW",
@@ -62,6 +66,12 @@ SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
 #: selection, reactions and fail-over. Their cost is read from the answer's
 #: ``usage.credits`` (the router always asks for it).
 ENDPOINTS = ("/search", "/extract", "/crawl", "/map")
+#: Requests per minute per key, as Tavily publishes them: development keys
+#: (``tvly-dev-``) 100, production keys 1000, in any sliding 60-second window.
+DEV_KEY_PREFIX = "tvly-dev-"
+DEV_RPM = 100
+PROD_RPM = 1000
+RATE_WINDOW = 60.0
 #: ``/usage`` is itself rate-limited: 10 requests per 10 minutes (incident 3).
 USAGE_CALLS_PER_WINDOW = 10
 USAGE_WINDOW = 600.0
