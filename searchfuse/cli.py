@@ -514,6 +514,63 @@ def _path(text: str) -> str:
     return text
 
 
+# -- searchfuse mcp ----------------------------------------------------------------------
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve ``tavily_search`` to MCP clients until they go away (stdio) or Ctrl-C (HTTP)."""
+    try:
+        from searchfuse.integrations.mcp import serve
+    except ImportError as exc:
+        raise UsageError(f"searchfuse mcp: error: {exc}") from None
+    serve(
+        make_router(args),
+        http_port=args.http,
+        host=args.host,
+        per_turn=args.per_turn,
+        min_interval=args.min_interval,
+    )
+    return EXIT_OK
+
+
+def _number_in(low: float, high: float, kind: type[int] | type[float]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low:g}-{high:g}")
+        return value
+
+    return parse
+
+
+def _add_mcp(add: Callable[..., Any]) -> None:
+    p = add("mcp", cmd_mcp, "serve tavily_search, guarded and routed, to MCP clients")
+    p.add_argument(
+        "--http",
+        type=_number_in(1, 65535, int),
+        metavar="PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="where --http listens (default 127.0.0.1)")
+    p.add_argument(
+        "--per-turn",
+        type=_number_in(0, 100, int),
+        default=1,
+        help="searches per turn (default 1)",
+    )
+    p.add_argument(
+        "--min-interval",
+        type=_number_in(0, 3600, float),
+        default=2.0,
+        metavar="SECONDS",
+        help="calls starting within this many seconds of the previous one are one turn "
+        "(default 2; overlapping calls always are)",
+    )
+
+
 # -- parser ----------------------------------------------------------------------------
 
 
@@ -596,6 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     json_flag(p, "print what was created, kept and updated as JSON")
     p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily")
     json_flag(p, "print the transcript as JSON")
+    _add_mcp(add)
     return parser
 
 

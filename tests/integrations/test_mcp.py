@@ -1,0 +1,229 @@
+"""``searchfuse mcp`` as a subprocess, spoken to by the MCP SDK's own client.
+
+The server runs as an MCP client starts it (``python -m searchfuse mcp``),
+with its keys from the environment and Tavily simulated on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from searchfuse import CooldownActive, RateLimited, TurnLimitReached
+from searchfuse.testing import TEST_KEYS, FakeTavily
+
+K1, K2, K3, K4 = TEST_KEYS
+PARAMETERS = {
+    "query",
+    "max_results",
+    "search_depth",
+    "topic",
+    "time_range",
+    "include_domains",
+    "exclude_domains",
+}
+#: Every exchange with the server is bounded: a hung server fails the test, not the suite.
+LIMIT = 60.0
+
+
+def server_env(tavily_server: str) -> dict[str, str]:
+    return {
+        "TAVILY_API_KEYS": ",".join(TEST_KEYS),
+        "TAVILY_BASE_URL": tavily_server,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def command(tmp_path: Path, *options: str) -> list[str]:
+    state = str(tmp_path / "state" / "searchfuse.json")
+    return ["-m", "searchfuse", "mcp", "--state", state, *options]
+
+
+@asynccontextmanager
+async def stdio_session(
+    tavily_server: str, tmp_path: Path, *options: str
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=command(tmp_path, *options),
+        env=server_env(tavily_server),
+        cwd=tmp_path,
+    )
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=timedelta(seconds=LIMIT)) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def text(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def burst(session: ClientSession, queries: list[str]) -> list[CallToolResult]:
+    """Overlapping calls, as a client sends the parallel tool calls of one model reply."""
+    calls = [session.call_tool("tavily_search", {"query": q}) for q in queries]
+    return list(await asyncio.gather(*calls))
+
+
+async def test_lists_tavily_search_and_serves_one_search(
+    fake_tavily: FakeTavily, tavily_server: str, tmp_path: Path
+) -> None:
+    async with asyncio.timeout(LIMIT), stdio_session(tavily_server, tmp_path) as session:
+        listed = await session.list_tools()
+        (tool,) = listed.tools
+        assert tool.name == "tavily_search"
+        assert set(tool.inputSchema["properties"]) == PARAMETERS
+        assert tool.inputSchema["required"] == ["query"]
+
+        found = await session.call_tool(
+            "tavily_search",
+            {"query": "python 3.13 release date", "max_results": 3, "topic": "news"},
+        )
+    assert not found.isError
+    answer = json.loads(text(found))
+    assert len(answer["results"]) == 3
+    assert "searchfuse" not in answer and "usage" not in answer  # no operator data for the model
+    (search,) = fake_tavily.searches
+    assert search.body is not None
+    assert (search.body["query"], search.body["max_results"], search.body["topic"]) == (
+        "python 3.13 release date",
+        3,
+        "news",
+    )
+
+
+async def test_five_overlapping_calls_are_one_turn_one_request_four_refusals(
+    fake_tavily: FakeTavily, tavily_server: str, tmp_path: Path
+) -> None:
+    # --min-interval 0: only overlap makes a burst here. The one search that
+    # runs takes 0.5 s, so the other four arrive while it is in flight.
+    fake_tavily.slow_next(0.5, path="/search")
+    async with (
+        asyncio.timeout(LIMIT),
+        stdio_session(tavily_server, tmp_path, "--min-interval", "0") as session,
+    ):
+        results = await burst(session, [f"topic {i}" for i in range(5)])
+        searched = [r for r in results if not r.isError]
+        refused = [text(r) for r in results if r.isError]
+        assert len(searched) == 1 and len(fake_tavily.searches) == 1
+        assert refused == [TurnLimitReached(1).message] * 4
+
+        # The next reply (the burst is over) may search again.
+        (again,) = await burst(session, ["topic 5"])
+    assert not again.isError
+    assert len(fake_tavily.searches) == 2
+
+
+async def test_a_429_refuses_the_next_burst_without_a_request(
+    fake_tavily: FakeTavily, tavily_server: str, tmp_path: Path
+) -> None:
+    fake_tavily.fail_next(429, retry_after=30, path="/search")
+    async with (
+        asyncio.timeout(LIMIT),
+        stdio_session(tavily_server, tmp_path, "--min-interval", "0") as session,
+    ):
+        (stopped,) = await burst(session, ["first"])
+        assert stopped.isError
+        assert text(stopped) == RateLimited(30).message
+        assert [r.status for r in fake_tavily.searches] == [429]
+
+        later = await burst(session, ["second", "third", "fourth"])
+    assert all(r.isError for r in later)
+    for result in later:
+        refusal = text(result)
+        assert refusal.startswith("Search refused: the search backend is cooling down")
+        assert "Do not retry now" in refusal
+    assert len(fake_tavily.searches) == 1  # refused locally: nothing was sent
+    assert {text(r) for r in later} <= {CooldownActive(s).message for s in range(25, 31)}
+
+
+# -- over streamable HTTP -------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(tavily_server: str, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, **server_env(tavily_server)}
+    process = subprocess.Popen(
+        [sys.executable, *command(tmp_path, "--http", str(port))],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + LIMIT
+        while True:  # until it listens (bounded), or it died
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "searchfuse mcp --http did not listen"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+async def test_streamable_http_lists_and_searches(
+    fake_tavily: FakeTavily, http_server: str
+) -> None:
+    async with (
+        asyncio.timeout(LIMIT),
+        streamable_http_client(http_server) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        (tool,) = (await session.list_tools()).tools
+        found = await session.call_tool("tavily_search", {"query": "mcp streamable http"})
+        refused = await session.call_tool("tavily_search", {"query": "within two seconds"})
+    assert tool.name == "tavily_search"
+    assert not found.isError and len(json.loads(text(found))["results"]) == 5
+    # Default --min-interval 2: a call right after the previous one is the same turn.
+    assert refused.isError and text(refused) == TurnLimitReached(1).message
+    assert len(fake_tavily.searches) == 1
+
+
+def test_mcp_rejects_a_bad_port_with_a_usage_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, *command(tmp_path, "--http", "70000")],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "70000 is not in 1-65535" in result.stderr
+    assert "Traceback" not in result.stderr
