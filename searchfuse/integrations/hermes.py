@@ -38,9 +38,8 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, MutableMapping
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from agent.web_search_provider import (  # type: ignore[import-untyped]  # Hermes has no types
@@ -52,12 +51,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from searchfuse import _clock
-from searchfuse.errors import ConfigError, SearchFailed, SearchRefused, TurnLimitReached
-from searchfuse.guard import Fuse, RouterLike, TurnBudget, guard, search_key, turn
-from searchfuse.guard.cache import CACHE_LOCK, CacheKey, make_cache
-from searchfuse.guard.decorator import DEFAULT_MIN_INTERVAL
+from searchfuse.errors import ConfigError, SearchFailed, SearchRefused
+from searchfuse.guard import Call, Fuse, Guard, RouterLike, TurnBudget, search_key, turn
+from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN
-from searchfuse.router import Router
+
+if TYPE_CHECKING:
+    from searchfuse.router import Router
 
 __all__ = [
     "PROVIDER_NAME",
@@ -169,6 +169,8 @@ def router_from_hermes(**options: Any) -> Router:
     place. ``options`` go to the :class:`~searchfuse.Router` constructor.
     Raises :class:`~searchfuse.ConfigError` when no key is configured.
     """
+    from searchfuse.router import Router
+
     home = _hermes_home()
     settings = _hermes_settings()
     environ = _hermes_environ()
@@ -261,10 +263,6 @@ class SearchFuseProvider(WebSearchProvider):  # type: ignore[misc]  # Hermes' ba
 # -- the plugin --------------------------------------------------------------------------
 
 
-def _scope(turn_id: str | None) -> AbstractContextManager[Any]:
-    return turn(id=turn_id) if turn_id is not None else nullcontext()
-
-
 class SearchFusePlugin:
     """The searchfuse plugin for Hermes: the per-reply hook and the routed provider.
 
@@ -275,9 +273,9 @@ class SearchFusePlugin:
         plugin = SearchFusePlugin(router=Router.from_config("config/keys.json"), per_turn=1)
         install(plugin)
 
-    The hook and the provider share one :class:`~searchfuse.guard.TurnBudget`,
-    one :class:`~searchfuse.guard.Fuse` and one cache, so the hook's decision,
-    the cache, the fuse and the router agree. Everything here is
+    The hook and the provider share one :class:`~searchfuse.Guard` (one
+    budget, one fuse, one cache), so the hook's decision, the cache, the fuse
+    and the router agree. Everything here is
     thread-safe: Hermes runs the calls of one reply in parallel threads.
 
     Args:
@@ -307,26 +305,32 @@ class SearchFusePlugin:
         fuse: Fuse | None = None,
         clock: _clock.Clock | None = None,
     ) -> None:
-        if per_turn is not None and (
-            isinstance(per_turn, bool) or not isinstance(per_turn, int) or per_turn < 0
-        ):
-            raise ValueError(f"per_turn must be None or an integer >= 0, got {per_turn!r}")
         self.per_turn = per_turn
         self.cooldown = float(cooldown)
         self.tools = frozenset(tools)
         self.budget = budget if budget is not None else TurnBudget()
         self.fuse = fuse if fuse is not None else Fuse()
         self.clock = clock
-        self.cache = make_cache(cache, timer=self.now)
-        self.cache_key = cache_key
         self.provider = SearchFuseProvider(self)
+        self._options: dict[str, Any] = {
+            "name": "web_search",
+            "per_turn": per_turn,
+            "cache": cache,
+            "cache_key": cache_key,
+            "cooldown": cooldown,
+            "adapt": _hermes_results,
+            "budget": self.budget,
+            "fuse": self.fuse,
+            "clock": clock,
+        }
+        Guard(**{**self._options, "cache": False})  # bad options fail here, not at first use
         self._router = router
         self._router_error: str | None = None
-        self._guarded: Callable[..., dict[str, Any]] | None = None
+        self._guard: Guard | None = None
         self._lock = threading.Lock()
         # The searches the hook let through, per model reply, and which reply
         # each admitted search belongs to (the provider gets only query and limit).
-        self._turns: OrderedDict[str, set[Hashable]] = OrderedDict()
+        self._turns: OrderedDict[str, list[Call]] = OrderedDict()
         self._admissions: OrderedDict[Hashable, deque[tuple[str, float]]] = OrderedDict()
         self._hooks: list[tuple[Any, Callable[..., Any]]] = []
         self._replaced: dict[str, Any] = {}
@@ -376,51 +380,25 @@ class SearchFusePlugin:
         """Whether the provider can serve (keys are configured)."""
         return self.router is not None
 
-    def _search_function(self) -> Callable[..., dict[str, Any]]:
+    @property
+    def guard(self) -> Guard:
+        """The :class:`~searchfuse.Guard` the hook decides with and the provider searches through.
+
+        Built on first use, with the router (none when no key is configured:
+        then every search fails with the configuration error, never a request).
+        """
         router = self.router
-        if router is None:
-            raise ConfigError(
-                "searchfuse",
-                None,
-                f"no Tavily keys ({self._router_error})",
-                "put keys in $HERMES_HOME/searchfuse/config/keys.json or set TAVILY_API_KEYS",
-            )
         with self._lock:
-            if self._guarded is None:
+            if self._guard is None:
+                self._guard = Guard(router=router, **self._options)
+            return self._guard
 
-                def web_search(query: str, limit: int = 5) -> dict[str, Any]:
-                    """Search the web (served by the router; this body never runs)."""
-                    raise AssertionError("guard(router=...) never runs the body")
-
-                web_search.__qualname__ = "web_search"  # how the guard's log lines name it
-
-                self._guarded = guard(
-                    web_search,
-                    per_turn=self.per_turn,
-                    min_interval=DEFAULT_MIN_INTERVAL,
-                    cache=self.cache if self.cache is not None else False,
-                    cache_key=self.cache_key,
-                    cooldown=self.cooldown,
-                    router=router,
-                    adapt=_hermes_results,
-                    on_refusal="raise",
-                    budget=self.budget,
-                    fuse=self.fuse,
-                    clock=self.clock,
-                )
-            return self._guarded
+    @property
+    def cache(self) -> MutableMapping[Any, Any] | None:
+        """The cache the hook and the provider share."""
+        return self.guard.cache
 
     # -- the search (the provider's work) --------------------------------------------------
-
-    def _key(self, query: str, limit: int) -> Hashable:
-        # Exactly the key the guard computes for web_search(query, limit).
-        return self.cache_key(query, limit=limit)
-
-    def _cached(self, key: Hashable) -> bool:
-        if self.cache is None:
-            return False
-        with CACHE_LOCK:
-            return key in self.cache
 
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         """Search through the guard and the router; Hermes' result shape, never an exception.
@@ -431,12 +409,21 @@ class SearchFusePlugin:
         """
         if _interrupted():
             return _failure("Interrupted")
-        limit = _limit(limit)
+        call = Call(query, {"limit": _limit(limit)}, "web_search")
         try:
-            search = self._search_function()
-            turn_id = self._take_admission(self._key(query, limit))
-            with _scope(turn_id):
-                return search(query, limit)
+            rules = self.guard
+            if rules.router is None:
+                raise ConfigError(
+                    "searchfuse",
+                    None,
+                    f"no Tavily keys ({self._router_error})",
+                    "put keys in $HERMES_HOME/searchfuse/config/keys.json or set TAVILY_API_KEYS",
+                )
+            reply = self._take_admission(rules.key(call))
+            if reply is None:
+                return dict(rules.run(call))
+            with turn(id=reply):
+                return dict(rules.run(call))
         except SearchRefused as refusal:
             return _failure(refusal.message)
         except (SearchFailed, ConfigError) as exc:
@@ -487,40 +474,24 @@ class SearchFusePlugin:
         query = arguments.get("query")
         if not isinstance(query, str):
             return None  # Hermes answers the malformed call itself
-        key = self._key(query, _limit(arguments.get("limit", 5)))
+        call = Call(query, {"limit": _limit(arguments.get("limit", 5))}, "web_search")
         reply = str(api_request_id or turn_id or "") or None
-        now = self.now()
+        rules = self.guard
         with self._lock:
-            if self._cached(key):
-                self._admit(key, reply, now)
-                return None
-            admitted = self._turns.get(reply) if reply is not None else None
-            if admitted is not None and key in admitted:
-                self._admit(key, reply, now)
-                return None  # the same search again: it shares the first one
-        refusal = self._blocked(now)
-        if refusal is not None:
-            return refusal
-        with self._lock:
-            if reply is not None and self.per_turn is not None:
-                admitted = self._turns.setdefault(reply, set())
+            # The reply's calls so far plus this one, decided as one batch:
+            # repeats and cache hits are free, the first per_turn distinct
+            # searches run.
+            admitted = self._turns.get(reply, []) if reply is not None else []
+            refusal = rules.decide([*admitted, call], turn_id=reply)[-1]
+            if refusal is not None:
+                return refusal
+            if reply is not None:
+                if call not in admitted:
+                    self._turns.setdefault(reply, []).append(call)
                 self._turns.move_to_end(reply)
                 while len(self._turns) > REMEMBERED_TURNS:
                     self._turns.popitem(last=False)
-                if key not in admitted and len(admitted) >= self.per_turn:
-                    return TurnLimitReached(self.per_turn)
-                admitted.add(key)
-            self._admit(key, reply, now)
-        return None
-
-    def _blocked(self, now: float) -> SearchRefused | None:
-        try:
-            self.fuse.check(now)
-            router = self.router
-            if router is not None:
-                router.ensure_available()
-        except SearchRefused as refusal:
-            return refusal
+            self._admit(rules.key(call), reply, rules.now())
         return None
 
     def _admit(self, key: Hashable, reply: str | None, now: float) -> None:
@@ -568,12 +539,21 @@ class SearchFusePlugin:
 
         previous = get_provider(name)
         if isinstance(previous, SearchFuseProvider):
-            return
+            if previous._plugin is self:
+                return
+            previous = previous._forward  # another plugin's stand-in: take over what it forwards
         self._replaced.setdefault(name, previous)
         register_provider(SearchFuseProvider(self, name, forward=previous))
 
     def uninstall(self) -> None:
-        """Undo :meth:`register`, :meth:`serve_as` and :func:`install` in this process."""
+        """Undo :meth:`register`, :meth:`serve_as` and :func:`install` in this process.
+
+        Afterwards :func:`active_plugin` is ``None`` (if this was the active plugin).
+        """
+        global _active
+        with _active_lock:
+            if _active is self:
+                _active = None
         for manager, hook in self._hooks:
             hooks = getattr(manager, "_hooks", {}).get("pre_tool_call", [])
             if hook in hooks:
@@ -606,6 +586,19 @@ def active_plugin() -> SearchFusePlugin | None:
     return _active
 
 
+def _active_set(plugin: SearchFusePlugin) -> None:
+    global _active
+    _active = plugin
+
+
+def _replace_active(plugin: SearchFusePlugin) -> None:
+    """Uninstall the active plugin, if it is another one: one searchfuse plugin at a time."""
+    with _active_lock:
+        previous = _active
+    if previous is not None and previous is not plugin:
+        previous.uninstall()
+
+
 def register(ctx: Any) -> None:
     """Hermes' plugin entry point: register the hook and the provider.
 
@@ -614,11 +607,11 @@ def register(ctx: Any) -> None:
     from the current ``config.yaml``; a cooldown survives a reload because
     the router keeps it in its state file.
     """
-    global _active
     plugin = SearchFusePlugin.from_hermes_config()
+    _replace_active(plugin)
     plugin.register(ctx)
     with _active_lock:
-        _active = plugin
+        _active_set(plugin)
 
 
 def install(
@@ -643,7 +636,6 @@ def install(
     Tavily by default go through the router too. Returns the plugin;
     ``plugin.uninstall()`` undoes it.
     """
-    global _active
     from hermes_cli.plugins import (  # type: ignore[import-untyped]
         PluginContext,
         PluginManifest,
@@ -653,6 +645,8 @@ def install(
 
     discover_plugins()
     plugin = plugin if plugin is not None else SearchFusePlugin.from_hermes_config()
+    # A second install replaces the first: its hook and its providers go.
+    _replace_active(plugin)
     manager = get_plugin_manager()
     hooks = getattr(manager, "_hooks", {}).get("pre_tool_call", [])
     if plugin.pre_tool_call not in hooks:
@@ -662,5 +656,5 @@ def install(
     if serve_tavily:
         plugin.serve_as("tavily")
     with _active_lock:
-        _active = plugin
+        _active_set(plugin)
     return plugin

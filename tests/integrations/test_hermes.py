@@ -281,3 +281,44 @@ def test_the_hook_admits_exactly_per_turn_searches_from_many_threads(router: Rou
     assert answers.count(None) == 2
     blocked = [a for a in answers if a is not None]
     assert blocked == [{"action": "block", "message": TurnLimitReached(2).message}] * 14
+
+
+def test_a_second_install_replaces_the_first(
+    hermes: SimpleNamespace,
+    fake_tavily: FakeTavily,
+    fake_clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tools.web_tools import web_search_tool  # type: ignore[import-untyped]
+
+    from searchfuse.integrations.hermes import SearchFusePlugin, active_plugin, install
+
+    elsewhere = FakeTavily(keys=[OTHER], clock=fake_clock)  # another upstream, another key
+    bundled = hermes.registry.get_provider("tavily")
+    manager = hermes.plugins.get_plugin_manager()
+    configure(hermes.home)  # no search backend chosen: Hermes picks tavily by its key
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    first_router = Router([KEY], transport=fake_tavily.transport(), clock=fake_clock)
+    second_router = Router([OTHER], transport=elsewhere.transport(), clock=fake_clock)
+    first = install(SearchFusePlugin(router=first_router))
+    second = install(SearchFusePlugin(router=second_router))
+    try:
+        found = json.loads(web_search_tool("hermes agent"))
+        hooks = list(manager._hooks.get("pre_tool_call", []))
+        serving = hermes.registry.get_provider("tavily")
+        active = active_plugin()
+    finally:
+        second.uninstall()
+        configure(hermes.home, USE_SEARCHFUSE)
+
+    assert found["success"] is True
+    assert fake_tavily.searches == []  # the first plugin's keys and upstream serve nothing
+    assert [r.key_fingerprint for r in elsewhere.searches] == [fingerprint(OTHER)]
+    assert first.pre_tool_call not in hooks and second.pre_tool_call in hooks
+    assert serving._plugin is second and serving._forward is bundled
+    assert active is second
+    # Uninstalled: Hermes is as it was, and no plugin is active.
+    assert active_plugin() is None
+    assert hermes.registry.get_provider("tavily") is bundled
+    assert hermes.registry.get_provider("searchfuse") is None
+    assert second.pre_tool_call not in manager._hooks.get("pre_tool_call", [])
