@@ -297,11 +297,15 @@ def diagnose_candidates(
     now: float,
     probe: Step | None,
     hold: tuple[float, str | None] = (0.0, None),
+    outage: tuple[str, str, float | None] | None = None,
 ) -> Diagnosis:
     """Build the diagnosis from state snapshots taken before and after the probe.
 
     Without a probe, ``before`` and ``after`` are the same snapshot. ``hold``
     is the router-wide rate-limit hold: seconds left and the key that set it.
+    ``outage`` is what the router saw in the call that failed: ``(verdict,
+    advice, retry_after)``. The state may call keys available that this call
+    just saw fail; then the verdict is the outage's, never "healthy".
     """
     burst = _bursts(before, now)
     cooldown = _cooldown_step(before, now, burst)
@@ -329,6 +333,8 @@ def diagnose_candidates(
             "searches came too fast. Wait, then make one search per reply; do not retry earlier."
         )
         retry_after = hold[0]
+    if outage is not None and verdict in ("healthy", "stale"):
+        verdict, advice, retry_after = outage
     steps.append(Step("verdict", f"{verdict}: {advice}"))
     return Diagnosis(
         tuple(steps), verdict, bool(burst), f"Verdict: {verdict}. {advice}", retry_after

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -22,6 +23,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from searchfuse import _clock
+from searchfuse._format import duration
 from searchfuse._secrets import redact
 from searchfuse.errors import (
     BadRequest,
@@ -42,7 +44,7 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis, Step, diagnose_candidates
-from searchfuse.router.policy import Outcome
+from searchfuse.router.policy import Outcome, Park
 from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
 from searchfuse.router.state import (
     AccountUsage,
@@ -66,6 +68,7 @@ from searchfuse.router.tavily import (
     Usage,
     error_detail,
     figure,
+    short_text,
 )
 
 __all__ = ["On429", "Router"]
@@ -78,6 +81,17 @@ On429 = Literal["stop", "retry", "failover"]
 #: ``on_429="retry"``: how many retries on the same key, and the first wait.
 RETRIES_ON_429 = 2
 FIRST_RETRY_WAIT = 0.5
+#: Every call (fail-over, ``/usage``, retries included) ends within this many seconds.
+DEFAULT_DEADLINE = 60.0
+#: A call tries at most this many keys: a 5xx storm must not fan one call out to every key.
+DEFAULT_MAX_KEYS_PER_CALL = 3
+#: After this many upstream failures in a row (5xx, timeouts, no connection) the
+#: whole router pauses for ``cooldown_minutes``: Tavily is failing, not a key.
+DEFAULT_BREAKER_THRESHOLD = 6
+#: ``/usage`` is an optimisation: it may use at most this share of a call's time left.
+USAGE_SHARE = 1 / 3
+#: State changes of served answers kept for a retry while the store fails.
+MAX_PENDING = 1000
 #: No single search costs more credits than this; a larger figure is not believed.
 MAX_SEARCH_CREDITS = 100.0
 #: Searches starting within this many seconds of the previous pick stay on its key.
@@ -136,6 +150,51 @@ class _Returned:
     value: Any
 
 
+class _Breaker:
+    """Router-wide: after ``threshold`` upstream failures in a row, refuse for a while.
+
+    Per-key cooldowns stop one call from asking a failing key twice; the breaker
+    stops the next calls from walking through the remaining keys of a Tavily
+    that is failing for everyone. A success closes it; after a pause, one
+    failure opens it again.
+    """
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.failures = 0
+        self.open_until: float | None = None
+        self._lock = threading.Lock()
+
+    def left(self, now: float) -> float:
+        with self._lock:
+            return 0.0 if self.open_until is None else max(0.0, self.open_until - now)
+
+    def failed(self, now: float, pause: float) -> bool:
+        """Count one upstream failure; True when it opens the breaker."""
+        with self._lock:
+            self.failures += 1
+            if self.failures < self.threshold or pause <= 0:
+                return False
+            self.open_until = now + pause
+            self.failures = self.threshold - 1
+            return True
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.failures = 0
+            self.open_until = None
+
+
+def _left(deadline: float | None) -> float:
+    """Real seconds left until ``deadline`` (``inf`` for none)."""
+    return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _past(deadline: float | None, ahead: float = 0.0) -> bool:
+    """Whether ``deadline`` (a ``time.monotonic()`` instant) has passed, ``ahead`` seconds on."""
+    return deadline is not None and time.monotonic() + ahead >= deadline
+
+
 @dataclass(frozen=True)
 class _Answer:
     """An upstream answer reduced to what the reaction table needs."""
@@ -191,6 +250,14 @@ class Router:
             process sharing the store; ``False`` turns pacing off.
         max_wait: the longest a call waits for a key to have room (through
             ``clock`` and ``sleep``) before raising :class:`Throttled`.
+        deadline: seconds within which every call ends, whatever the server
+            does (drip, silence): fail-over, ``/usage`` and retries included
+            (default 60; ``None`` for none).
+        max_keys_per_call: the most keys one call tries before it gives up
+            (default 3).
+        breaker_threshold: upstream failures in a row (5xx, timeouts, no
+            connection) after which the whole router pauses for
+            ``cooldown_minutes`` (default 6).
     """
 
     def __init__(
@@ -210,10 +277,26 @@ class Router:
         fallback: Callable[..., Any] | None = None,
         pace: bool = True,
         max_wait: float = DEFAULT_MAX_WAIT,
+        deadline: float | None = DEFAULT_DEADLINE,
+        max_keys_per_call: int = DEFAULT_MAX_KEYS_PER_CALL,
+        breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
         _missing: str | None = None,
     ) -> None:
         if on_429 not in ("stop", "retry", "failover"):
             raise ValueError(f"on_429 must be 'stop', 'retry' or 'failover', not {on_429!r}")
+        if deadline is not None and (
+            isinstance(deadline, bool) or not math.isfinite(float(deadline)) or deadline <= 0
+        ):
+            raise ValueError(f"deadline must be a finite number of seconds > 0, not {deadline!r}")
+        for name, count in (
+            ("max_keys_per_call", max_keys_per_call),
+            ("breaker_threshold", breaker_threshold),
+        ):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, not {count!r}")
+        self.deadline = None if deadline is None else float(deadline)
+        self.max_keys_per_call = max_keys_per_call
+        self._breaker = _Breaker(breaker_threshold)
         self.fallback = fallback
         if fallback is not None and not keys:
             self.config = Config((), source=_missing or "Router(keys=[])")
@@ -240,6 +323,8 @@ class Router:
         self._secrets = tuple(entry.key for entry in self.config.keys)
         self._sticky: tuple[str, float] | None = None
         self._sticky_lock = threading.Lock()
+        self._pending: list[Callable[[State], None]] = []
+        self._pending_lock = threading.Lock()
         self._warn_if_degraded(_missing)
 
     # -- construction ---------------------------------------------------------------
@@ -352,17 +437,54 @@ class Router:
             self._sticky = (choice.fingerprint, now)
         return choice, state, now
 
-    def _no_key(self, failures: dict[str, str]) -> NoKeyAvailable:
+    def _no_key(
+        self,
+        failures: dict[str, str],
+        failed: Sequence[Outcome] = (),
+        cut: str | None = None,
+        outage: tuple[str, str, float | None] | None = None,
+    ) -> NoKeyAvailable:
+        """The refusal when this call cannot be served, with its diagnosis.
+
+        ``failed`` are the outcomes of the keys this call tried; ``cut`` says
+        why it stopped trying (deadline, key bound). Keys the state still
+        calls available are then not "healthy": this call just saw them fail.
+        """
         now, cands = self._snapshot()
         reasons: dict[str, str] = {}
         for c in cands:
             why = failures.get(c.entry.masked) or blocked_reason(c, now) or "available"
             reasons[c.entry.masked] = why
-        diagnosis = diagnose_candidates(cands, cands, now, None, self._hold())
+        if outage is None and failed:
+            kinds = set(failed)
+            verdict = (
+                "auth"
+                if kinds <= {Outcome.AUTH}
+                else "exhausted"
+                if kinds <= {Outcome.EXHAUSTED}
+                else "upstream"
+            )
+            summary = "; ".join(f"{key}: {why}" for key, why in failures.items())
+            advice = f"this call tried {len(failures)} key(s) and each failed ({summary})"
+            advice += f"; {cut}." if cut else "."
+            outage = (verdict, advice, None)
+        elif outage is None and cut:
+            outage = ("upstream", f"this call stopped: {cut}.", None)
+        diagnosis = diagnose_candidates(cands, cands, now, None, self._hold(), outage)
         return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
 
     def _masked(self, fp: str | None) -> str:
         return next((e.masked for e in self.config.keys if e.fingerprint == fp), "a key")
+
+    def _refuse_if_broken(self) -> None:
+        """Refuse without a request while the router-wide breaker is open."""
+        left = self._breaker.left(self.now())
+        if left > 0:
+            advice = (
+                f"Tavily failed {self._breaker.threshold} times in a row (5xx, timeouts or no "
+                f"connection); the router pauses every request for {duration(left)}."
+            )
+            raise self._no_key({}, outage=("upstream", advice, left))
 
     def _hold_of(self, state: State, now: float) -> tuple[float, str | None]:
         """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
@@ -466,32 +588,49 @@ class Router:
             self.store.update(now, block)
         elif outcome in (Outcome.AUTH, Outcome.EXHAUSTED):
             self._react(entry, _Answer(outcome, status, detail, None))
+        else:
+            # 5xx, 404, a redirect: /usage failing says nothing about the key.
+            log.info("usage sync for %s answered %s; searching without it", entry.masked, status)
         return status
 
     def _record_success(self, entry: KeyEntry, credits: float) -> None:
         now = self.now()
-        self.store.update(
+        self._record_served(
             now,
+            entry,
             lambda state: state.apply_success(
                 entry.fingerprint, entry.account_id, entry.account, credits, now
             ),
         )
 
+    def _record_served(self, now: float, entry: KeyEntry, change: Callable[[State], None]) -> None:
+        """Record what a served answer changed. Tavily has served (and charged): a store
+        that fails now must not lose the result, so the change waits for the next write."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        pending.append(change)
+        for i, item in enumerate(pending):
+            try:
+                self.store.update(now, item)
+            except Exception as exc:
+                with self._pending_lock:
+                    # Oldest first; a store that stays down must not grow this without end.
+                    self._pending = (pending[i:] + self._pending)[-MAX_PENDING:]
+                log.warning(
+                    "could not record the answer of key %s in %r (%s); the result is "
+                    "returned and the record is retried with the next answer",
+                    entry.masked,
+                    self.store,
+                    self._scrub(short_text(f"{type(exc).__name__}: {exc}")),
+                )
+                return
+
     def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
         """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
-        hold = answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover"
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
-        if reaction.cooldown == "auth":
-            seconds = policy.AUTH_COOLDOWN
-        elif reaction.cooldown == "retry_after":
-            seconds = policy.clamp_park(
-                answer.retry_after if answer.retry_after is not None else self.cooldown_seconds
-            )
-        elif reaction.cooldown == "fallback":
-            seconds = policy.clamp_park(self.cooldown_seconds)
-        else:
-            seconds = 0.0
+        hold = reaction.holds_router and self.on_429 != "failover"
+        seconds = reaction.park_seconds(answer.retry_after, self.cooldown_seconds)
         label = f"{answer.status}" if answer.status is not None else "no answer"
         error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
 
@@ -504,7 +643,7 @@ class Router:
             if not reaction.penalises_key:
                 return
             ks.note_error(now, answer.status, error)
-            if reaction.cooldown == "exhausted":
+            if reaction.park is Park.EXHAUSTED:
                 ks.exhausted = True
             elif park and seconds > 0:
                 ks.park(now, seconds, str(answer.outcome))
@@ -531,7 +670,7 @@ class Router:
             if outcome is None:
                 raise result
             status = policy.status_of(result)
-            detail = self._scrub(str(result) or type(result).__name__)
+            detail = self._scrub(short_text(str(result) or type(result).__name__))
             return _Answer(outcome, status, detail, policy.retry_after_of(result, now))
         status = result.status_code
         outcome = policy.classify_status(status)
@@ -542,39 +681,54 @@ class Router:
     # -- the flows ---------------------------------------------------------------------
 
     def _key_flow(
-        self, make_step: Callable[[KeyEntry], _Search | _Call]
+        self, make_step: Callable[[KeyEntry], _Search | _Call], deadline: float | None = None
     ) -> Generator[_Step, Any, tuple[KeyEntry, Any]]:
         """Pick a key, sync it if due, run one step on it, react, fail over as the table says.
 
         Returns ``(entry, outcome)``: the key that served and the successful
-        answer (a response, or a :class:`_Returned`).
+        answer (a response, or a :class:`_Returned`). Bounded: at most
+        ``max_keys_per_call`` keys, nothing after ``deadline``, at most
+        :data:`~searchfuse.router.policy.MAX_WAIT` seconds of retry waits.
         """
         tried: set[str] = set()
         failures: dict[str, str] = {}
         #: Keys whose pacing log is full, and when each has room again.
         paced: dict[str, float] = {}
-        deadline = self.now() + self.max_wait
+        # Pacing waits go through the router's clock; the call's deadline is real time.
+        wait_until = self.now() + self.max_wait
+        failed: list[Outcome] = []
         synced = False
+        waited = 0.0
         while True:
+            if len(tried) >= self.max_keys_per_call:
+                raise self._no_key(
+                    failures, failed, f"a call tries at most {self.max_keys_per_call} key(s)"
+                )
+            self._refuse_if_broken()
             entry, state, now = self._pick_with_state(tried | paced.keys())
             if entry is None:
                 if not paced:
-                    raise self._no_key(failures)
+                    raise self._no_key(failures, failed)
                 # Every key that could serve is at its rate: wait for the first
                 # to have room, within max_wait; never send what would be a 429.
                 wait = max(0.0, min(paced.values()) - now)
-                if now + wait > deadline:
+                if now + wait > wait_until or _past(deadline):
                     raise Throttled(retry_after=wait)
-                yield _Sleep(wait)
+                # Never sleep past the call's deadline (the loop then refuses).
+                yield _Sleep(min(wait, _left(deadline)))
                 paced.clear()
                 continue
             if not synced and self._sync_due(entry, state, now) and self._reserve_usage_call(entry):
                 synced = True
                 status = self._record_usage(entry, (yield _Usage(entry)))
-                if status != 200 and status is not None and status != 429:
+                usage_outcome = policy.classify_status(status) if status is not None else None
+                if usage_outcome is Outcome.AUTH or usage_outcome is Outcome.EXHAUSTED:
                     tried.add(entry.fingerprint)
                     failures[entry.masked] = f"/usage answered {status}"
+                    failed.append(usage_outcome)
                     continue
+                # Any other failure of /usage (5xx, 404, a redirect, no answer): usage
+                # sync is an optimisation, the search goes ahead on this key.
                 now, cands = self._snapshot()
                 fresh = next(c for c in cands if c.entry == entry)
                 if blocked_reason(fresh, now) is not None:
@@ -582,7 +736,10 @@ class Router:
                     # in the same search (one /usage per search at most, incident 3).
                     tried.add(entry.fingerprint)
                     failures[entry.masked] = blocked_reason(fresh, now) or "exhausted"
+                    failed.append(Outcome.EXHAUSTED)
                     continue
+            if _past(deadline):
+                raise self._no_key(failures, failed, f"the deadline of {self.deadline:g} s passed")
             if self.pace:
                 grant = self._acquire(entry)
                 if grant.verdict == "held":
@@ -600,46 +757,79 @@ class Router:
             while True:
                 result = yield make_step(entry)
                 if isinstance(result, _Returned):
+                    self._breaker.succeeded()
                     return entry, result
                 answer = self._classify(result)
+                reaction = policy.REACTIONS[answer.outcome]
                 if answer.outcome is Outcome.OK:
+                    self._breaker.succeeded()
                     return entry, result
                 if (
-                    answer.outcome is Outcome.RATE_LIMITED
+                    reaction.failover is None
                     and self.on_429 == "retry"
                     and attempt < RETRIES_ON_429
                 ):
-                    # A server's Retry-After wins over our doubling; either way at most 10 s.
+                    # A server's Retry-After wins over our doubling; all waits of one
+                    # call together stay within MAX_WAIT, and within the deadline.
                     retry_wait = answer.retry_after
                     if retry_wait is None:
                         retry_wait = FIRST_RETRY_WAIT * 2**attempt
-                    self._react(entry, answer, park=False)
-                    attempt += 1
-                    yield _Sleep(policy.clamp_wait(retry_wait))
-                    if self.pace and self._acquire(entry).verdict != "ok":
-                        break  # no room for the retry: stop as after the last retry
-                    continue
+                    retry_wait = min(policy.clamp_wait(retry_wait), policy.MAX_WAIT - waited)
+                    if retry_wait > 0 and not _past(deadline, retry_wait):
+                        self._react(entry, answer, park=False)
+                        attempt += 1
+                        waited += retry_wait
+                        yield _Sleep(retry_wait)
+                        if self.pace and self._acquire(entry).verdict != "ok":
+                            break  # no room for the retry: stop as after the last retry
+                        continue
                 break
             cooldown = self._react(entry, answer)
-            if answer.outcome is Outcome.BAD_REQUEST:
-                if isinstance(result, BaseException) and not isinstance(result, httpx.HTTPError):
-                    raise result
-                raise BadRequest(answer.detail)
-            if answer.outcome is Outcome.RATE_LIMITED and self.on_429 != "failover":
+            if reaction.trips_breaker and self._breaker.failed(self.now(), self.cooldown_seconds):
+                log.warning(
+                    "Tavily failed %d times in a row; every request pauses for %s",
+                    self._breaker.threshold,
+                    duration(self.cooldown_seconds),
+                )
+            if reaction.failover is False:
+                raise self._stopped(answer, result)
+            if reaction.failover is None and self.on_429 != "failover":
                 # A burst that 429s one key 429s them all (incident 1): stop here,
                 # and hold the whole router so the rest of the burst cannot walk
                 # through the other keys.
                 raise RateLimited(retry_after=cooldown, key=entry.masked)
             tried.add(entry.fingerprint)
+            failed.append(answer.outcome)
             failures[entry.masked] = f"{answer.status or 'no answer'} {answer.outcome}" + (
                 f" ({answer.detail})" if answer.detail else ""
             )
 
+    def _stopped(self, answer: _Answer, result: Any) -> BaseException:
+        """The error for an answer after which no other key is tried (the table says so)."""
+        if isinstance(result, BaseException) and not isinstance(result, httpx.HTTPError):
+            return result  # the caller's own function failed: its exception, unchanged
+        if answer.outcome is Outcome.MISCONFIGURED:
+            source = "TAVILY_BASE_URL" if os.environ.get("TAVILY_BASE_URL") else "base_url"
+            return ConfigError(
+                "environment" if source.isupper() else "Router",
+                source,
+                f"{self.http.base_url} answered {answer.status} to a search: it is not "
+                "Tavily's API (Tavily never redirects and always has /search)",
+                f"set {source} to https://api.tavily.com, or to the address of your proxy",
+            )
+        return BadRequest(answer.detail)
+
     def _request_flow(
-        self, path: str, body: dict[str, Any], timeout: float | None = None
+        self,
+        path: str,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> Generator[_Step, Any, dict[str, Any]]:
         try:
-            entry, response = yield from self._key_flow(lambda e: _Search(e, body, path, timeout))
+            entry, response = yield from self._key_flow(
+                lambda e: _Search(e, body, path, timeout), deadline
+            )
         except NoKeyAvailable as exc:
             verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
             # The fallback is a search function: it can stand in for /search only.
@@ -687,8 +877,8 @@ class Router:
         params = {k: v for k, v in body.items() if k not in ("query", "include_usage")}
         return str(body["query"]), params
 
-    def _call_flow(self) -> Generator[_Step, Any, Any]:
-        entry, returned = yield from self._key_flow(_Call)
+    def _call_flow(self, deadline: float | None = None) -> Generator[_Step, Any, Any]:
+        entry, returned = yield from self._key_flow(_Call, deadline)
         self._record_success(entry, 0.0)
         return returned.value
 
@@ -733,7 +923,25 @@ class Router:
 
     # -- drivers ---------------------------------------------------------------------
 
-    def _drive(self, flow: Generator[_Step, Any, T], fn: Callable[[str], Any] | None = None) -> T:
+    def _deadline_at(self) -> float | None:
+        """The ``time.monotonic()`` instant by which a call starting now must end."""
+        return None if self.deadline is None else time.monotonic() + self.deadline
+
+    def _usage_deadline(self, deadline: float | None) -> float | None:
+        """``/usage`` may use a share of the time left: the search must still fit."""
+        if deadline is None:
+            deadline = self._deadline_at()
+            if deadline is None:
+                return None
+        now = time.monotonic()
+        return now + max(deadline - now, 0.0) * USAGE_SHARE
+
+    def _drive(
+        self,
+        flow: Generator[_Step, Any, T],
+        fn: Callable[[str], Any] | None = None,
+        deadline: float | None = None,
+    ) -> T:
         try:
             step = next(flow)
             while True:
@@ -743,13 +951,13 @@ class Router:
                     result = None
                 elif isinstance(step, _Usage):
                     try:
-                        result = self.http.usage(step.entry.key)
+                        result = self.http.usage(step.entry.key, self._usage_deadline(deadline))
                     except httpx.HTTPError as exc:
                         result = exc
                 elif isinstance(step, _Search):
                     try:
                         result = self.http.post(
-                            step.entry.key, step.path, step.body, timeout=step.timeout
+                            step.entry.key, step.path, step.body, deadline, timeout=step.timeout
                         )
                     except httpx.HTTPError as exc:
                         result = exc
@@ -770,7 +978,10 @@ class Router:
             return stop.value  # type: ignore[no-any-return]
 
     async def _adrive(
-        self, flow: Generator[_Step, Any, T], fn: Callable[[str], Awaitable[Any]] | None = None
+        self,
+        flow: Generator[_Step, Any, T],
+        fn: Callable[[str], Awaitable[Any]] | None = None,
+        deadline: float | None = None,
     ) -> T:
         # The flow does its store work between steps. A store that may wait for a
         # lock (SQLite, a file, Redis) is driven from a worker thread, so the event
@@ -792,13 +1003,13 @@ class Router:
                 result = None
             elif isinstance(step, _Usage):
                 try:
-                    result = await self.http.ausage(step.entry.key)
+                    result = await self.http.ausage(step.entry.key, self._usage_deadline(deadline))
                 except httpx.HTTPError as exc:
                     result = exc
             elif isinstance(step, _Search):
                 try:
                     result = await self.http.apost(
-                        step.entry.key, step.path, step.body, timeout=step.timeout
+                        step.entry.key, step.path, step.body, deadline, timeout=step.timeout
                     )
                 except httpx.HTTPError as exc:
                     result = exc
@@ -827,12 +1038,16 @@ class Router:
         Raises :class:`RateLimited` on a 429 (default policy), :class:`BadRequest`
         on a 400, :class:`NoKeyAvailable` when no key can serve.
         """
-        return self._drive(self._request_flow("/search", self._body(query, max_results, params)))
+        body = self._body(query, max_results, params)
+        deadline = self._deadline_at()
+        return self._drive(self._request_flow("/search", body, deadline=deadline), None, deadline)
 
     async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Async twin of :meth:`search`."""
         body = self._body(query, max_results, params)
-        return await self._adrive(self._request_flow("/search", body))
+        deadline = self._deadline_at()
+        flow = self._request_flow("/search", body, deadline=deadline)
+        return await self._adrive(flow, None, deadline)
 
     def request(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
@@ -847,14 +1062,17 @@ class Router:
         function, stands in for ``/search`` only.
         """
         sent = self._request_body(endpoint, body)
-        return self._drive(self._request_flow(endpoint, sent, timeout))
+        deadline = self._deadline_at()
+        return self._drive(self._request_flow(endpoint, sent, timeout, deadline), None, deadline)
 
     async def arequest(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
         """Async twin of :meth:`request`."""
         sent = self._request_body(endpoint, body)
-        return await self._adrive(self._request_flow(endpoint, sent, timeout))
+        deadline = self._deadline_at()
+        flow = self._request_flow(endpoint, sent, timeout, deadline)
+        return await self._adrive(flow, None, deadline)
 
     def call(self, fn: Callable[[str], T]) -> T:
         """Run ``fn(key)`` with the key the router chooses, and learn from its outcome.
@@ -864,11 +1082,13 @@ class Router:
         ``status_code``): 401/403, 432/433 and 5xx move on to the next key,
         429 follows ``on_429``, 400 and unknown exceptions are re-raised.
         """
-        return self._drive(self._call_flow(), fn)  # type: ignore[no-any-return]
+        deadline = self._deadline_at()
+        return self._drive(self._call_flow(deadline), fn, deadline)  # type: ignore[no-any-return]
 
     async def acall(self, fn: Callable[[str], Awaitable[T]]) -> T:
         """Async twin of :meth:`call`."""
-        return await self._adrive(self._call_flow(), fn)
+        deadline = self._deadline_at()
+        return await self._adrive(self._call_flow(deadline), fn, deadline)
 
     def ensure_available(self) -> None:
         """Raise if no key can serve right now; no request is sent.

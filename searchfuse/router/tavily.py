@@ -53,6 +53,7 @@ __all__ = [
     "key_left",
     "plan_left",
     "resolve_base_url",
+    "short_text",
     "validate_base_url",
 ]
 
@@ -134,8 +135,8 @@ def validate_base_url(url: str, source: str) -> str:
     return text.rstrip("/")
 
 
-def _clean_text(text: str) -> str:
-    """One line of printable text, at most :data:`MAX_ERROR_TEXT` characters."""
+def short_text(text: str) -> str:
+    """One line of printable text, at most :data:`MAX_ERROR_TEXT` characters (error texts)."""
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
     if len(text) > MAX_ERROR_TEXT:
         text = text[: MAX_ERROR_TEXT - 1] + "…"
@@ -151,7 +152,7 @@ def error_detail(response: Reply) -> str:
     try:
         data = response.json()
     except ValueError:
-        return _clean_text(response.text[: MAX_ERROR_TEXT * 2])
+        return short_text(response.text[: MAX_ERROR_TEXT * 2])
     text: str | None = None
     if isinstance(data, dict):
         detail = data.get("detail")
@@ -163,7 +164,7 @@ def error_detail(response: Reply) -> str:
             text = data["error"]
     if text is None:
         text = response.text[: MAX_ERROR_TEXT * 2]
-    return _clean_text(text)
+    return short_text(text)
 
 
 def figure(value: Any) -> float | None:
@@ -230,7 +231,7 @@ class Usage:
             key_usage=figure(key.get("usage")),
             key_limit=figure(key.get("limit")),
             search_usage=figure(key.get("search_usage")),
-            current_plan=redact(_clean_text(plan), ())[:80] if isinstance(plan, str) else None,
+            current_plan=redact(short_text(plan), ())[:80] if isinstance(plan, str) else None,
             plan_usage=figure(account.get("plan_usage")),
             plan_limit=figure(account.get("plan_limit")),
             paygo_usage=figure(account.get("paygo_usage")),

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from searchfuse import ConfigError, Router, SearchFailed
+from searchfuse import ConfigError, NoKeyAvailable, Router, SearchFailed
 from searchfuse.cli import main
 from searchfuse.router.tavily import MAX_ERROR_TEXT
 
@@ -153,7 +153,7 @@ def test_a_huge_error_text_is_cut_before_it_is_stored(tmp_path: Path) -> None:
     state = tmp_path / "quota.json"
     with RawServer(behave) as server:
         router = Router(KEYS, base_url=server.url, state=state)
-        with pytest.raises(Exception) as info:
+        with pytest.raises(NoKeyAvailable) as info:
             router.search("q")
     assert len(str(info.value)) < 4 * MAX_ERROR_TEXT + 2000
     for record in router.status():

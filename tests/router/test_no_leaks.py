@@ -35,7 +35,9 @@ def texts_of(exc: BaseException) -> list[str]:
 def test_failure_scenarios_leak_no_key(
     scenario: str, upstream: Upstream, clock: FakeClock, state_file: Path
 ) -> None:
-    router = Router(KEYS, state=state_file, clock=clock, on_429="failover")
+    router = Router(
+        KEYS, state=state_file, clock=clock, on_429="failover", max_keys_per_call=len(KEYS)
+    )
     for key in KEYS:
         if scenario == "timeout":
             upstream.fail(key, httpx.ReadTimeout(f"timed out for Bearer {key}"))
