@@ -14,6 +14,7 @@ from searchfuse.guard.core import Guard, GuardState, reset_all
 from searchfuse.guard.decorator import Guarded, GuardedFunction, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
+from searchfuse.guard.tools import TavilyTool, tavily_tool
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "OnRefusal",
     "Passage",
     "RouterLike",
+    "TavilyTool",
     "Turn",
     "TurnBudget",
     "current_turn_id",
@@ -37,5 +39,6 @@ __all__ = [
     "normalize_query",
     "reset_all",
     "search_key",
+    "tavily_tool",
     "turn",
 ]
