@@ -22,7 +22,6 @@ __all__ = [
     "backup",
     "clean_stale_temps",
     "is_own_temp",
-    "move_aside",
     "temp_pattern",
     "timestamp",
 ]
@@ -155,14 +154,4 @@ def backup(path: Path, epoch: float) -> Path:
     os.chmod(target, PRIVATE)
     if target.read_bytes() != data:
         raise OSError(f"backup {target.name} does not match {path.name}")
-    return target
-
-
-def move_aside(path: Path, label: str, epoch: float) -> Path:
-    """Rename ``path`` to ``<name>.<label>.<timestamp>`` and return the new path."""
-    path = Path(path)
-    target = _free_name(path.with_name(f"{path.name}.{label}.{timestamp(epoch)}"))
-    os.replace(path, target)
-    with contextlib.suppress(OSError):
-        os.chmod(target, PRIVATE)
     return target

@@ -49,7 +49,9 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
     if availability is Availability.AVAILABLE:
         return None
     if availability is Availability.DISABLED:
-        return "disabled in config"
+        if c.entry.disabled:
+            return "disabled in config"
+        return "disabled in the state (a leftover; `searchfuse test-keys` clears it)"
     if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
         return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"

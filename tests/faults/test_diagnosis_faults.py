@@ -58,3 +58,28 @@ def test_probe_still_calls_a_refuted_auth_cooldown_stale() -> None:
     (evidence,) = diagnosis.step("probe").evidence
     assert "stale, refreshed" in evidence["note"]
     assert diagnosis.verdict == "stale"
+
+
+@pytest.mark.parametrize("kind", ["json", "sqlite"])
+def test_a_leftover_disabled_flag_in_the_state_is_named_and_cleared_by_test_keys(
+    kind: str, tmp_path: Any
+) -> None:
+    from searchfuse.router.config import KeyEntry
+
+    state = str(tmp_path / ("quota.json" if kind == "json" else "searchfuse.db"))
+    clock = FakeClock()
+    router = _router(200, clock, state=state)
+    fp = KeyEntry(KEYS[0]).fingerprint
+
+    def leftover(s: Any) -> None:
+        s.key(fp).disabled = True  # as a round-one state file could hold
+
+    router.store.update(clock(), leftover)
+    (record,) = router.status()
+    assert record.state == "disabled"
+    assert record.blocked_reason is not None and "leftover" in record.blocked_reason
+    assert "config" not in record.blocked_reason
+    (probe,) = router.test_keys()
+    assert probe.ok
+    (record,) = router.status()
+    assert record.state == "available" and record.blocked_reason is None

@@ -6,7 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from searchfuse.router.state._model import AccountUsage, KeyState, Ring, State, month_of
+from searchfuse.router.state._model import (
+    AccountUsage,
+    KeyState,
+    Ring,
+    State,
+    month_of,
+    rolled,
+    rollover,
+)
 
 __all__ = ["Changes", "Store", "TxState"]
 
@@ -180,12 +188,9 @@ class TxState(State):
 
 
 def current_month(state: State | None, now: float) -> State:
-    """``state`` if it belongs to the month of ``now``, else fresh state.
-
-    A new month resets everything: Tavily's quotas roll over, and cooldowns
-    from last month mean nothing now.
-    """
-    month = month_of(now)
-    if state is None or state.month != month:
-        return State(month=month)
-    return state
+    """``state`` as of ``now``: in a new month usage resets, while running cooldowns
+    and a running hold are kept (see :func:`rolled` and :func:`rollover`)."""
+    if state is None:
+        return State(month=month_of(now))
+    month = rollover(state.month, now)
+    return state if month is None else rolled(state, month, now)

@@ -10,17 +10,20 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from searchfuse._files import atomic_write
+from searchfuse._files import atomic_write, clean_stale_temps
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._model import (
     State,
     looks_like_state,
     month_of,
+    rolled,
+    rollover,
     state_from_json,
     state_to_json,
 )
@@ -65,7 +68,9 @@ class JsonFileStore:
         self._cache_raw: dict[str, Any] = {}
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
-        self._load(month_of(0.0), check_only=True)
+        self._load(0.0, check_only=True)
+        # Temp files of a write that a killed process never finished.
+        clean_stale_temps(self.path, time.time())
 
     def __repr__(self) -> str:
         return f"JsonFileStore({self.path.name!r})"
@@ -89,17 +94,19 @@ class JsonFileStore:
             raise not_state(self.path, "it holds other JSON, perhaps a keys file")
         return data  # type: ignore[no-any-return]
 
-    def _load(self, month: str, check_only: bool = False) -> State:
+    def _load(self, now: float, check_only: bool = False) -> State:
         data = self._raw()
         if data is None:
-            return State(month=month)
+            return State(month=month_of(now))
         state = state_from_json(data)
         cache = data.get("cache")
         self._cache_raw = cache if isinstance(cache, dict) else {}
-        if check_only or state.month == month:
+        month = None if check_only else rollover(state.month, now)
+        if month is None:
             return state
-        # A new month resets key state; pacing logs and the shared cache live on.
-        return State(month=month, rings=state.rings)
+        # A new month resets usage; running cooldowns, the hold, pacing logs and
+        # the shared cache live on.
+        return rolled(state, month, now)
 
     def _save(self, state: State, cache: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,12 +141,12 @@ class JsonFileStore:
 
     def read(self, now: float) -> State:
         # Writers replace the file atomically: a reader sees a whole file without the lock.
-        return self._load(month_of(now))
+        return self._load(now)
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked():
-            state = self._load(month_of(now))
+            state = self._load(now)
             tx = TxState.over(state)
             result = change(tx)
             if tx.changed():
@@ -163,13 +170,13 @@ class JsonFileStore:
     def clear(self, now: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked():
-            rings = self._load(month_of(now)).rings
+            rings = self._load(now).rings
             self._save(State(month=month_of(now), rings=rings), self._cache_raw)
 
     # -- the shared cache, in the same file ------------------------------------------------
 
     def cache_get(self, key: str, now: float) -> str | None:
-        self._load(month_of(now))
+        self._load(now)
         entry = self._cache_raw.get(key)
         if not isinstance(entry, list) or len(entry) != 2:
             return None
@@ -202,7 +209,7 @@ class JsonFileStore:
         self._edit_cache(lambda cache: cache.pop(key, None) and None)
 
     def cache_keys(self, now: float) -> list[str]:
-        self._load(month_of(now))
+        self._load(now)
         return [
             k
             for k, v in self._cache_raw.items()

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, TxState
-from searchfuse.router.state._model import Ring, State, month_of
+from searchfuse.router.state._model import Ring, State, month_of, rolled, rollover
 
 __all__ = ["MemoryStore"]
 
@@ -34,10 +34,10 @@ class MemoryStore:
         return "MemoryStore()"
 
     def _current(self, now: float) -> State:
-        month = month_of(now)
-        if self._state.month != month:
-            # Pacing logs outlive a month: Tavily's rate window does.
-            self._state = State(month=month, rings=self._state.rings)
+        month = rollover(self._state.month, now)
+        if month is not None:
+            # Usage resets; running cooldowns, the hold and pacing logs live on.
+            self._state = rolled(self._state, month, now)
             self._revs.clear()
             self._epoch += 1
         return self._state

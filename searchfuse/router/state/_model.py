@@ -42,6 +42,25 @@ def month_of(epoch: float) -> str:
     return time.strftime("%Y-%m", time.gmtime(epoch))
 
 
+#: Shared state rolls into a new month only once this process's clock is this
+#: far past the month's first instant: a clock running a few minutes ahead must
+#: not reset counters that every process shares.
+ROLLOVER_GRACE = 600.0
+
+
+def rollover(stored: str, now: float) -> str | None:
+    """The month that state stamped ``stored`` rolls into at ``now``, or ``None`` to keep it.
+
+    Never backwards: state stamped with a later month (written by a process
+    whose clock ran ahead) is kept as it is, so processes with different
+    clocks cannot reset each other's counters back and forth.
+    """
+    if not stored:
+        return month_of(now)
+    target = month_of(now - ROLLOVER_GRACE)
+    return target if target > stored else None
+
+
 class Availability(enum.StrEnum):
     """Whether a key can serve: the one place that decides it."""
 
@@ -324,6 +343,9 @@ class State:
         """
         ks = self.key(fp)
         ks.account = account
+        # searchfuse never disables a key in the state (the keys file does that):
+        # a flag found here is a leftover, and a 200 proves the key works.
+        ks.disabled = False
         ks.last_usage = key
         ks.last_sync_at = now
         ks.local_credits = 0.0
@@ -379,6 +401,39 @@ ACCOUNT_FIELDS: dict[str, str] = {
 }
 _DEFAULTS = {"bool": False, "float": 0.0, "int": 0}
 _MAX_TEXT = 2000
+
+
+def rolled_key(ks: KeyState, now: float) -> KeyState | None:
+    """What of a key's record survives a new month: an active cooldown (with its
+    error), nothing else. ``None`` when nothing survives."""
+    if not ks.cooling(now):
+        return None
+    return KeyState(
+        account=ks.account,
+        cooldown_until=ks.cooldown_until,
+        cooldown_reason=ks.cooldown_reason,
+        cooldown_started=ks.cooldown_started,
+        last_error=ks.last_error,
+        last_error_at=ks.last_error_at,
+        last_status=ks.last_status,
+        usage_blocked_until=ks.usage_blocked_until,
+    )
+
+
+def rolled(state: State, month: str, now: float) -> State:
+    """``state`` in a new month. Tavily's quotas roll over, so usage figures,
+    counters and exhausted flags reset; a cooldown or a 429 hold still running
+    is a fact about now, not about the month, and is kept (a hold written at
+    23:59:50 on the last day still holds at 00:00:05). Pacing logs live on."""
+    keys = {fp: kept for fp, ks in state.keys.items() if (kept := rolled_key(ks, now))}
+    held = state.hold_until is not None and state.hold_until > now
+    return State(
+        month=month,
+        keys=keys,
+        hold_until=state.hold_until if held else None,
+        hold_key=state.hold_key if held else None,
+        rings=state.rings,
+    )
 
 
 class BadValue(ValueError):

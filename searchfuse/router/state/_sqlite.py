@@ -39,6 +39,8 @@ from searchfuse.router.state._model import (
     month_of,
     optional_number,
     optional_text,
+    rolled_key,
+    rollover,
     state_from_json,
 )
 
@@ -395,15 +397,43 @@ class SqliteStore:
         ).fetchone()
         if row is None:
             raise not_state(self.path, "its searchfuse_meta row is missing")
-        month = month_of(now)
         seq = row[3] if _positive_int(row[3], zero=True) else 0
         epoch = row[4] if _positive_int(row[4], zero=True) else 0
-        if row[0] != month:
-            self._wipe(conn, month, epoch + 1)
-            return (month, None, None, 0, epoch + 1)
         hold_until = optional_number(row[1], "hold_until")
         hold_key = optional_text(row[2], "hold_key")
-        return (month, hold_until, hold_key, seq, epoch)
+        month = rollover(row[0] if isinstance(row[0], str) else "", now)
+        if month is not None:
+            return self._roll(conn, month, now, epoch + 1, hold_until, hold_key)
+        return (row[0], hold_until, hold_key, seq, epoch)
+
+    def _roll(
+        self,
+        conn: sqlite3.Connection,
+        month: str,
+        now: float,
+        epoch: int,
+        hold_until: float | None,
+        hold_key: str | None,
+    ) -> tuple[Any, ...]:
+        """Start ``month``: usage resets; running cooldowns and a running hold are kept."""
+        cooling = [
+            (fp, key_from_fields(dict(zip(_KEY_COLS, rest, strict=True)), f"key {fp}"))
+            for fp, *rest in conn.execute(
+                f"SELECT fp, {', '.join(_KEY_COLS)} FROM keys WHERE cooldown_until > ?", (now,)
+            )
+        ]
+        held = hold_until is not None and hold_until > now
+        self._wipe(conn, month, epoch)
+        for fp, ks in cooling:
+            kept = rolled_key(ks, now)
+            if kept is not None:
+                self._write_key(conn, fp, kept, 0)
+        if held:
+            conn.execute(
+                "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?", (hold_until, hold_key)
+            )
+            return (month, hold_until, hold_key, 0, epoch)
+        return (month, None, None, 0, epoch)
 
     @staticmethod
     def _wipe(conn: sqlite3.Connection, month: str, epoch: int) -> None:
@@ -462,16 +492,21 @@ class SqliteStore:
 
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
-        month = month_of(now)
         try:
             row = conn.execute(
                 "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
             ).fetchone()
             if row is None:
                 raise not_state(self.path, "its searchfuse_meta row is missing")
-            if row[0] != month:
-                # Last month's state reads empty; the next update resets it for good.
-                return Changes(("month", month), True, month)
+            if rollover(row[0] if isinstance(row[0], str) else "", now) is not None:
+                # A new month: roll it over once for every process (usage resets,
+                # running cooldowns stay), then read as usual.
+                with self._transaction() as wconn:
+                    self._meta(wconn, now)
+                row = conn.execute(
+                    "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
+                ).fetchone()
+            month = row[0]
             token = (row[4], row[3])
             hold_until = optional_number(row[1], "hold_until")
             hold_key = optional_text(row[2], "hold_key")

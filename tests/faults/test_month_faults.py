@@ -1,0 +1,109 @@
+"""Month rollover resets usage, never a running cooldown or hold; clocks cannot ping-pong it."""
+
+from __future__ import annotations
+
+import calendar
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from searchfuse import CooldownActive, RateLimited, Router
+from searchfuse.router.state import MemoryStore
+from searchfuse.testing import FakeClock
+
+from .rawserver import search_json, usage_json
+
+KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
+#: 2026-11-30T23:59:50Z: ten seconds before the month rolls.
+LAST_SECONDS = float(calendar.timegm((2026, 11, 30, 23, 59, 50)))
+
+
+def _store(kind: str, tmp_path: Path) -> Any:
+    if kind == "memory":
+        return MemoryStore()
+    return str(tmp_path / ("quota.json" if kind == "json" else "searchfuse.db"))
+
+
+def _router(state: Any, clock: FakeClock, statuses: dict[str, int], **options: Any) -> Router:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/usage":
+            return httpx.Response(200, json=usage_json())
+        status = statuses.get(request.headers["authorization"].removeprefix("Bearer "), 200)
+        if status == 200:
+            return httpx.Response(200, json=search_json())
+        return httpx.Response(status, headers={"Retry-After": "3600"}, json={"detail": {}})
+
+    return Router(
+        KEYS,
+        state=state,
+        clock=clock,
+        pace=False,
+        transport=httpx.MockTransport(handler),
+        **options,
+    )
+
+
+@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
+def test_a_hold_written_seconds_before_the_month_ends_survives_the_rollover(
+    kind: str, tmp_path: Path
+) -> None:
+    clock = FakeClock(LAST_SECONDS)
+    state = _store(kind, tmp_path)
+    router = _router(state, clock, {KEYS[0]: 429})
+    with pytest.raises(RateLimited):
+        router.search("q")
+    for later in (15, 30 * 60, 50 * 60):  # inside the grace, and well into the new month
+        clock.set(LAST_SECONDS + later)
+        with pytest.raises(CooldownActive):
+            _router(state, clock, {}).search("q")  # a fresh process sees the hold too
+    clock.set(LAST_SECONDS + 3600 + 1)
+    assert _router(state, clock, {}).search("q")["searchfuse"]["served_by"] == "tavily"
+
+
+@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
+def test_the_rollover_resets_usage_but_keeps_a_running_auth_cooldown(
+    kind: str, tmp_path: Path
+) -> None:
+    clock = FakeClock(LAST_SECONDS - 600)
+    state = _store(kind, tmp_path)
+    router = _router(state, clock, {KEYS[0]: 401}, on_429="failover")
+    router.search("q")  # K1 is parked for an hour, K2 serves
+    router.search("q")
+    before = {s.key: s for s in router.status()}
+    assert before["tvly-dev-…0002"].searches == 2
+    clock.set(LAST_SECONDS + 20 * 60)  # the new month, past the grace
+    after = {s.key: s for s in _router(state, clock, {}).status()}
+    assert after["tvly-dev-…0002"].searches == 0  # usage reset
+    assert after["tvly-dev-…0002"].key_usage is None
+    assert after["tvly-dev-…0001"].state == "cooling"  # the auth cooldown still runs
+    assert after["tvly-dev-…0001"].cooldown_reason == "auth"
+
+
+@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
+def test_processes_with_different_clocks_do_not_reset_each_other(kind: str, tmp_path: Path) -> None:
+    state = _store(kind, tmp_path)
+    right = FakeClock(LAST_SECONDS - 600)
+    right_router = _router(state, right, {})
+    for _ in range(3):
+        right_router.search("q")
+
+    def served() -> int:
+        return sum(s.searches for s in right_router.status())
+
+    assert served() == 3
+    # A clock five minutes ahead sees December already: inside the grace, no reset.
+    ahead = FakeClock(LAST_SECONDS - 600 + 300 + 600)
+    _router(state, ahead, {}).search("q")
+    assert served() == 4
+    # A clock a day ahead rolls the month once...
+    far = FakeClock(LAST_SECONDS + 86400)
+    far_router = _router(state, far, {})
+    far_router.search("q")
+    assert sum(s.searches for s in far_router.status()) == 1
+    # ...and the process with the right clock does not roll it back (no ping-pong).
+    right_router.search("q")
+    far_router.search("q")
+    right_router.search("q")
+    assert served() == 4
