@@ -36,6 +36,7 @@ from searchfuse.router.state._model import (
 )
 
 if TYPE_CHECKING:
+    from searchfuse.router.state._redis import RedisStore
     from searchfuse.router.state._sqlite import SqliteStore
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "KeyState",
     "KeyUsage",
     "MemoryStore",
+    "RedisStore",
     "Ring",
     "SqliteStore",
     "State",
@@ -62,6 +64,10 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        from searchfuse.router.state._redis import RedisStore
+
+        return RedisStore
     if name == "SqliteStore":
         from searchfuse.router.state._sqlite import SqliteStore
 
@@ -73,6 +79,10 @@ def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
     """The store a ``state=`` value names (see the module docstring)."""
     if state is None:
         return MemoryStore()
+    if isinstance(state, str) and state.startswith(REDIS_SCHEMES):
+        from searchfuse.router.state._redis import RedisStore
+
+        return RedisStore(state)
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
             return JsonFileStore(state)

@@ -1,0 +1,474 @@
+"""State in Redis: shared by every process on every host that names the same server.
+
+``state="redis://host:6379/0"`` (also ``rediss://`` and ``unix:///path.sock``),
+with ``pip install "searchfuse[redis]"``. Each key and account is one hash, so
+a search touches only its own records. Every read-modify-write is one
+optimistic transaction (``WATCH`` the records read, then ``MULTI``/``EXEC``;
+a conflicting write from another process makes it start over), so the 429
+hold, a key's park and the pacing decision are atomic across hosts. Time
+decisions use the router's clock, never the server's ``TIME``; Redis expiry
+only collects records that no longer matter (pacing logs past their window,
+a finished hold, last month's keys, expired cache entries).
+
+An unreachable server raises :class:`StoreUnavailable` naming it without its
+password; searchfuse never falls back to local state on its own.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import math
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from searchfuse.errors import ConfigError, StoreUnavailable
+from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._model import (
+    AccountUsage,
+    KeyState,
+    Ring,
+    State,
+    account_from_fields,
+    account_to_fields,
+    key_from_fields,
+    key_to_fields,
+    month_of,
+    optional_number,
+    optional_text,
+)
+
+__all__ = ["RedisStore", "redacted_url"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Attempts of one optimistic transaction before giving up (each conflict means
+#: another process changed a record this one read).
+MAX_ATTEMPTS = 200
+#: Bound on connecting and on every command.
+SOCKET_TIMEOUT = 5.0
+
+# INCR the change counter and stamp every named record with the new revision,
+# inside the transaction's MULTI, so readers of ``changes`` see whole updates.
+_BUMP = """
+local rev = redis.call('INCR', KEYS[1])
+for i = 1, #ARGV do
+  redis.call('ZADD', KEYS[2], rev, ARGV[i])
+end
+return rev
+"""
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its password (and user), for messages and ``repr``."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _month_end(month: str) -> float:
+    year, mon = (int(p) for p in month.split("-"))
+    days = calendar.monthrange(year, mon)[1]
+    return calendar.timegm((year, mon, days, 23, 59, 59, 0, 0, 0)) + 1.0
+
+
+class _Tx(TxState):
+    """A transaction: records are WATCHed and read when first named; writes wait for MULTI."""
+
+    def __init__(self, store: RedisStore, pipe: Any, month: str, hold: tuple[Any, Any]):
+        super().__init__(month, hold[0], hold[1])
+        self._store = store
+        self._pipe = pipe
+        self.pending: list[Callable[[Any], object]] = []
+        self.touched_rings: set[str] = set()
+
+    def load_key(self, fp: str) -> KeyState | None:
+        name = self._store.k(fp)
+        self._pipe.watch(name)
+        raw = self._pipe.hgetall(name)
+        return key_from_fields(raw, f"key {fp}") if raw else None
+
+    def load_account(self, name: str) -> AccountUsage | None:
+        key = self._store.a(name)
+        self._pipe.watch(key)
+        raw = self._pipe.hgetall(key)
+        return account_from_fields(raw, f"account {name}") if raw else None
+
+    def _ring(self, name: str) -> tuple[str, int | None, int]:
+        key = self._store.ring_key(name)
+        if name not in self.touched_rings:
+            self._pipe.watch(key)
+            self.touched_rings.add(name)
+        size, seq = self._pipe.hmget(key, "size", "seq")
+        try:
+            return key, int(size), int(seq)
+        except (TypeError, ValueError):
+            return key, None, 0
+
+    def ring(self, name: str, size: int) -> Ring:
+        key, stored, seq = self._ring(name)
+        ring = Ring(stored or size, seq)
+        if stored:
+            raw = self._pipe.hgetall(key)
+            for i in range(stored):
+                ring.slots[i] = optional_number(raw.get(f"s{i}"), f"pacing log {name}")
+        if ring.size != size:
+            ring = ring.resized(size)
+            fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
+            fields.update(size=str(size), seq=str(ring.seq))
+            self.pending.append(lambda p: (p.delete(key), p.hset(key, mapping=fields)))
+        self.rings[name] = ring
+        return ring
+
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        key, stored, seq = self._ring(name)
+        if stored != limit:
+            resized = self.ring(name, limit)  # its rewrite is queued for MULTI
+            seq = resized.seq
+            oldest = resized.slots[seq % limit]
+        else:
+            oldest = optional_number(self._pipe.hget(key, f"s{seq % limit}"), f"pacing log {name}")
+        slot = seq % limit
+        if oldest is not None and oldest + window > now:
+            return oldest + window - now
+        ttl = max(1, math.ceil(window * 2 * 1000))
+
+        def write(p: Any) -> None:
+            p.hset(key, mapping={f"s{slot}": repr(now), "seq": str(seq + 1), "size": str(limit)})
+            p.pexpire(key, ttl)
+
+        self.pending.append(write)
+        return 0.0
+
+
+class RedisStore:
+    """Router state in Redis, shared by every process on every host using the same URL.
+
+    Args:
+        url: ``redis://[:password@]host:port/db``, ``rediss://...`` or
+            ``unix:///path/to/redis.sock[?db=0]``.
+        namespace: prefix of every Redis key (several routers with different
+            keys may share a server under different namespaces).
+        client: an existing ``redis.Redis`` to use instead of ``url``.
+    """
+
+    blocking = True
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str = "searchfuse",
+        client: Any = None,
+    ) -> None:
+        try:
+            import redis
+        except ImportError:
+            raise ConfigError(
+                redacted_url(url),
+                None,
+                "Redis state needs the redis client, which is not installed",
+                'pip install "searchfuse[redis]"',
+            ) from None
+        self._redis = redis
+        self.url = redacted_url(url)
+        self.ns = namespace
+        if client is None:
+            try:
+                client = redis.Redis.from_url(
+                    url,
+                    decode_responses=True,
+                    socket_timeout=SOCKET_TIMEOUT,
+                    socket_connect_timeout=SOCKET_TIMEOUT,
+                )
+            except ValueError as exc:
+                raise ConfigError(
+                    self.url, None, f"is not a Redis URL ({exc})", "write redis://host:6379/0"
+                ) from None
+        self.client = client
+        self._bump = client.register_script(_BUMP)
+        self._call(client.ping)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r}, namespace={self.ns!r})"
+
+    # -- names -----------------------------------------------------------------------------
+
+    def k(self, fp: str) -> str:
+        return f"{self.ns}:k:{fp}"
+
+    def a(self, name: str) -> str:
+        return f"{self.ns}:a:{name}"
+
+    def ring_key(self, name: str) -> str:
+        return f"{self.ns}:ring:{name}"
+
+    @property
+    def _month(self) -> str:
+        return f"{self.ns}:month"
+
+    @property
+    def _hold(self) -> str:
+        return f"{self.ns}:hold"
+
+    @property
+    def _seq(self) -> str:
+        return f"{self.ns}:seq"
+
+    @property
+    def _epoch(self) -> str:
+        return f"{self.ns}:epoch"
+
+    @property
+    def _revs(self) -> str:
+        return f"{self.ns}:revs"
+
+    def _cache(self, key: str) -> str:
+        return f"{self.ns}:c:{key}"
+
+    @property
+    def _cache_index(self) -> str:
+        return f"{self.ns}:cache"
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _unavailable(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            self.url,
+            f"cannot be reached ({type(exc).__name__})",
+            "Start Redis or fix the URL; searchfuse does not fall back to local state on "
+            "its own (use state=None or a file path for that)",
+        )
+
+    def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except self._redis.WatchError:
+            raise
+        except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+            raise self._unavailable(exc) from None
+        except self._redis.RedisError as exc:
+            raise StoreUnavailable(
+                self.url, f"answered an error ({type(exc).__name__})", "check the server"
+            ) from None
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        result: T = self._call(self._update, now, change)
+        return result
+
+    def _update(self, now: float, change: Callable[[State], T]) -> T:
+        month = month_of(now)
+        with self.client.pipeline() as pipe:
+            for _ in range(MAX_ATTEMPTS):
+                try:
+                    pipe.watch(self._month, self._hold)
+                    if pipe.get(self._month) != month:
+                        pipe.unwatch()
+                        self._roll(month)
+                        continue
+                    hold = pipe.hmget(self._hold, "until", "key")
+                    held = (
+                        optional_number(hold[0], "hold_until"),
+                        optional_text(hold[1], "hold_key"),
+                    )
+                    tx = _Tx(self, pipe, month, held)
+                    result = change(tx)
+                    keys = tx.changed_keys()
+                    accounts = tx.changed_accounts()
+                    if not (keys or accounts or tx.hold_changed() or tx.pending):
+                        pipe.unwatch()
+                        return result
+                    pipe.multi()
+                    self._write(pipe, tx, keys, accounts, now, month)
+                    pipe.execute()
+                    return result
+                except self._redis.WatchError:
+                    continue
+        raise StoreUnavailable(
+            self.url,
+            f"a transaction met {MAX_ATTEMPTS} conflicting writes in a row",
+            "too many processes are changing the same records; retry shortly",
+        )
+
+    def _write(
+        self,
+        pipe: Any,
+        tx: _Tx,
+        keys: dict[str, KeyState],
+        accounts: dict[str, AccountUsage],
+        now: float,
+        month: str,
+    ) -> None:
+        # Last month's records mean nothing: let Redis collect them a day after it ends.
+        keep_ms = max(1000, math.ceil((_month_end(month) - now + 86400) * 1000))
+        names = []
+        for fp, ks in keys.items():
+            self._put(pipe, self.k(fp), key_to_fields(ks), keep_ms)
+            names.append(f"k:{fp}")
+        for name, acc in accounts.items():
+            self._put(pipe, self.a(name), account_to_fields(acc), keep_ms)
+            names.append(f"a:{name}")
+        if tx.hold_changed():
+            if tx.hold_until is None:
+                pipe.delete(self._hold)
+            else:
+                pipe.hset(
+                    self._hold, mapping={"until": repr(tx.hold_until), "key": tx.hold_key or ""}
+                )
+                pipe.pexpire(self._hold, max(1000, math.ceil((tx.hold_until - now + 60) * 1000)))
+        for op in tx.pending:
+            op(pipe)
+        if names or tx.hold_changed():
+            self._bump(keys=[self._seq, self._revs], args=names, client=pipe)
+
+    @staticmethod
+    def _put(pipe: Any, key: str, fields: dict[str, Any], keep_ms: int) -> None:
+        present = {n: _encode(v) for n, v in fields.items() if v is not None}
+        absent = [n for n, v in fields.items() if v is None]
+        if absent:
+            pipe.hdel(key, *absent)
+        if present:
+            pipe.hset(key, mapping=present)
+        pipe.pexpire(key, keep_ms)
+
+    def _roll(self, month: str) -> None:
+        """Start ``month``: forget key and account records and the hold (pacing logs stay)."""
+        with self.client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(self._month, self._revs)
+                    if pipe.get(self._month) == month:
+                        pipe.unwatch()
+                        return
+                    names = pipe.zrange(self._revs, 0, -1)
+                    pipe.multi()
+                    for name in names:
+                        pipe.delete(f"{self.ns}:{name}")
+                    pipe.delete(self._revs, self._hold, self._seq)
+                    pipe.set(self._month, month)
+                    pipe.incr(self._epoch)
+                    pipe.execute()
+                    return
+                except self._redis.WatchError:
+                    continue
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def changes(self, now: float, since: Any) -> Changes:
+        return self._call(self._changes, now, since)
+
+    def _changes(self, now: float, since: Any) -> Changes:
+        month = month_of(now)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
+            stored_month, epoch, seq, hold = pipe.execute()
+        if stored_month != month:
+            return Changes(("month", month), True, month)
+        epoch_n = int(epoch or 0)
+        seq_n = int(seq or 0)
+        token = (epoch_n, seq_n)
+        hold_until = optional_number(hold[0], "hold_until")
+        hold_key = optional_text(hold[1], "hold_key")
+        complete = not (isinstance(since, tuple) and since[0] == epoch_n)
+        if not complete and since[1] == seq_n:
+            return Changes(token, False, month, hold_until, hold_key)
+        after = "-inf" if complete else f"({since[1]}"
+        names = self.client.zrangebyscore(self._revs, after, "+inf")
+        keys: dict[str, KeyState] = {}
+        accounts: dict[str, AccountUsage] = {}
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(f"{self.ns}:{name}")
+            rows = pipe.execute()
+        for name, raw in zip(names, rows, strict=True):
+            if not raw:
+                continue
+            if name.startswith("k:"):
+                keys[name[2:]] = key_from_fields(raw, f"key {name[2:]}")
+            elif name.startswith("a:"):
+                accounts[name[2:]] = account_from_fields(raw, f"account {name[2:]}")
+        return Changes(token, complete, month, hold_until, hold_key, keys, accounts)
+
+    def read(self, now: float) -> State:
+        changes = self.changes(now, None)
+        return State(
+            month=changes.month,
+            keys=changes.keys,
+            accounts=changes.accounts,
+            hold_until=changes.hold_until,
+            hold_key=changes.hold_key,
+        )
+
+    def clear(self, now: float) -> None:
+        def wipe() -> None:
+            self.client.delete(self._month)
+            self._roll(month_of(now))
+
+        self._call(wipe)
+
+    # -- the shared cache --------------------------------------------------------------------
+
+    def cache_get(self, key: str, now: float) -> str | None:
+        raw = self._call(self.client.get, self._cache(key))
+        if raw is None:
+            return None
+        try:
+            value, expires = json.loads(raw)
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(value, str) or not isinstance(expires, int | float) or expires <= now:
+            return None
+        return value
+
+    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+        # Expiry is decided on the router's clock (stored with the value); Redis's
+        # own TTL, counted from now on the server, only collects the entry later.
+        ttl_ms = max(1000, math.ceil((expires_at - time.time()) * 1000) + 60_000)
+
+        def put() -> None:
+            with self.client.pipeline() as pipe:
+                pipe.set(self._cache(key), json.dumps([value, expires_at]), px=ttl_ms)
+                pipe.zadd(self._cache_index, {key: expires_at})
+                pipe.execute()
+            extra = self.client.zcard(self._cache_index) - max(1, maxsize)
+            if extra > 0:
+                oldest = self.client.zrange(self._cache_index, 0, extra - 1)
+                if oldest:
+                    with self.client.pipeline() as pipe:
+                        pipe.delete(*[self._cache(k) for k in oldest])
+                        pipe.zrem(self._cache_index, *oldest)
+                        pipe.execute()
+
+        self._call(put)
+
+    def cache_delete(self, key: str) -> None:
+        def drop() -> None:
+            with self.client.pipeline() as pipe:
+                pipe.delete(self._cache(key))
+                pipe.zrem(self._cache_index, key)
+                pipe.execute()
+
+        self._call(drop)
+
+    def cache_keys(self, now: float) -> list[str]:
+        return list(self._call(self.client.zrangebyscore, self._cache_index, f"({now}", "+inf"))
+
+    def close(self) -> None:
+        self.client.close()
