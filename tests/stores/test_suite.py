@@ -157,3 +157,25 @@ def test_cache_outlives_clear(opener: Opener) -> None:
     store.cache_set("k", "v", NOW + 100, 10)
     store.clear(NOW)
     assert store.cache_get("k", NOW) == "v"
+
+
+def test_a_new_month_resets_usage_and_keeps_a_running_cooldown_and_hold(opener: Opener) -> None:
+    store = opener()
+    end = 1_764_547_190.0  # 2025-11-30 23:59:50 UTC
+
+    def seed(state: State) -> None:
+        state.key("cool").park(end, 3600.0, "rate_limited")
+        state.key("cool").searches = 5
+        state.key("used").searches = 9
+        state.key("used").last_usage = KeyUsage(900.0, 1000.0, 900.0)
+        state.account("acct").local_credits = 12.0
+        state.hold("cool", end + 3600.0)
+
+    store.update(end, seed)
+    later = end + 3600.0  # well into December
+    state = opener().read(later - 1)
+    assert state.month == "2025-12"
+    assert set(state.keys) == {"cool"}
+    assert state.keys["cool"].cooling(later - 1) and state.keys["cool"].searches == 0
+    assert state.accounts == {}
+    assert state.hold_left(later - 1) == pytest.approx(1.0)

@@ -38,6 +38,8 @@ from searchfuse.router.state._model import (
     month_of,
     optional_number,
     optional_text,
+    rolled_key,
+    rollover,
 )
 
 __all__ = ["RedisStore", "redacted_url"]
@@ -274,15 +276,17 @@ class RedisStore:
         return result
 
     def _update(self, now: float, change: Callable[[State], T]) -> T:
-        month = month_of(now)
         with self.client.pipeline() as pipe:
             for _ in range(MAX_ATTEMPTS):
                 try:
                     pipe.watch(self._month, self._hold)
-                    if pipe.get(self._month) != month:
+                    stored = pipe.get(self._month) or ""
+                    target = rollover(stored, now)
+                    if target is not None:
                         pipe.unwatch()
-                        self._roll(month)
+                        self._roll(target, now)
                         continue
+                    month = stored
                     hold = pipe.hmget(self._hold, "until", "key")
                     held = (
                         optional_number(hold[0], "hold_until"),
@@ -316,8 +320,7 @@ class RedisStore:
         now: float,
         month: str,
     ) -> None:
-        # Last month's records mean nothing: let Redis collect them a day after it ends.
-        keep_ms = max(1000, math.ceil((_month_end(month) - now + 86400) * 1000))
+        keep_ms = self._keep_ms(month, now)
         names = []
         for fp, ks in keys.items():
             self._put(pipe, self.k(fp), key_to_fields(ks), keep_ms)
@@ -339,6 +342,11 @@ class RedisStore:
             self._bump(keys=[self._seq, self._revs], args=names, client=pipe)
 
     @staticmethod
+    def _keep_ms(month: str, now: float) -> int:
+        # Last month's records mean nothing: let Redis collect them a day after it ends.
+        return max(1000, math.ceil((_month_end(month) - now + 86400) * 1000))
+
+    @staticmethod
     def _put(pipe: Any, key: str, fields: dict[str, Any], keep_ms: int) -> None:
         present = {n: _encode(v) for n, v in fields.items() if v is not None}
         absent = [n for n, v in fields.items() if v is None]
@@ -348,20 +356,40 @@ class RedisStore:
             pipe.hset(key, mapping=present)
         pipe.pexpire(key, keep_ms)
 
-    def _roll(self, month: str) -> None:
-        """Start ``month``: forget key and account records and the hold (pacing logs stay)."""
+    def _roll(self, month: str, now: float, *, everything: bool = False) -> None:
+        """Start ``month``: usage resets; running cooldowns and a running hold are kept
+        (``everything``: a cleared store keeps nothing). Pacing logs always stay."""
         with self.client.pipeline() as pipe:
             while True:
                 try:
-                    pipe.watch(self._month, self._revs)
-                    if pipe.get(self._month) == month:
+                    pipe.watch(self._month, self._revs, self._hold)
+                    stored = pipe.get(self._month) or ""
+                    if not everything and rollover(stored, now) is None:
                         pipe.unwatch()
                         return
                     names = pipe.zrange(self._revs, 0, -1)
+                    kept: dict[str, KeyState] = {}
+                    if not everything:
+                        for name in names:
+                            if name.startswith("k:"):
+                                pipe.watch(f"{self.ns}:{name}")
+                                raw = pipe.hgetall(f"{self.ns}:{name}")
+                                survivor = rolled_key(key_from_fields(raw, name), now)
+                                if survivor is not None:
+                                    kept[name[2:]] = survivor
+                    hold = pipe.hmget(self._hold, "until", "key")
+                    hold_until = optional_number(hold[0], "hold_until")
+                    held = not everything and hold_until is not None and hold_until > now
                     pipe.multi()
                     for name in names:
                         pipe.delete(f"{self.ns}:{name}")
-                    pipe.delete(self._revs, self._hold, self._seq)
+                    pipe.delete(self._revs, self._seq)
+                    if not held:
+                        pipe.delete(self._hold)
+                    keep_ms = self._keep_ms(month, now)
+                    for fp, ks in kept.items():
+                        self._put(pipe, self.k(fp), key_to_fields(ks), keep_ms)
+                        pipe.zadd(self._revs, {f"k:{fp}": 0})
                     pipe.set(self._month, month)
                     pipe.incr(self._epoch)
                     pipe.execute()
@@ -375,12 +403,15 @@ class RedisStore:
         return self._call(self._changes, now, since)
 
     def _changes(self, now: float, since: Any) -> Changes:
-        month = month_of(now)
         with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
             stored_month, epoch, seq, hold = pipe.execute()
-        if stored_month != month:
-            return Changes(("month", month), True, month)
+        target = rollover(stored_month or "", now)
+        if target is not None:
+            # A new month: roll it over once for every process, then read as usual.
+            self._roll(target, now)
+            return self._changes(now, since)
+        month = stored_month
         epoch_n = int(epoch or 0)
         seq_n = int(seq or 0)
         token = (epoch_n, seq_n)
@@ -417,11 +448,7 @@ class RedisStore:
         )
 
     def clear(self, now: float) -> None:
-        def wipe() -> None:
-            self.client.delete(self._month)
-            self._roll(month_of(now))
-
-        self._call(wipe)
+        self._call(self._roll, month_of(now), now, everything=True)
 
     # -- the shared cache --------------------------------------------------------------------
 
