@@ -104,9 +104,20 @@ def make_cache(
 
     ``True``: a :class:`cachetools.TTLCache` of :data:`DEFAULT_CACHE_SIZE`
     entries living :data:`DEFAULT_CACHE_TTL` seconds, timed by ``timer`` (the
-    guard's clock); ``False`` or ``None``: no cache; a mapping (any
-    ``cachetools`` cache, or a plain ``dict``): used as it is.
+    guard's clock); ``"shared"``: the same sizes kept in ``router``'s store
+    (:meth:`Router.shared_cache`), shared by every process using that store;
+    ``False`` or ``None``: no cache; a mapping (any ``cachetools`` cache, or
+    a plain ``dict``): used as it is.
     """
+    if cache == "shared":
+        if router is None or not hasattr(router, "shared_cache"):
+            raise ValueError(
+                'cache="shared" keeps results in a router\'s store: pass router=Router(...)'
+            )
+        shared: MutableMapping[Any, Any] = router.shared_cache(
+            ttl=DEFAULT_CACHE_TTL, maxsize=DEFAULT_CACHE_SIZE
+        )
+        return shared
     if cache is True:
         return cachetools.TTLCache(maxsize=DEFAULT_CACHE_SIZE, ttl=DEFAULT_CACHE_TTL, timer=timer)
     if cache is False or cache is None:
@@ -114,7 +125,7 @@ def make_cache(
     if isinstance(cache, MutableMapping):
         return cache
     raise TypeError(
-        f"cache must be True, False or a cache instance (a MutableMapping), got {cache!r}"
+        f'cache must be True, "shared", False or a cache instance (a MutableMapping), got {cache!r}'
     )
 
 

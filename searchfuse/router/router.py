@@ -16,7 +16,15 @@ import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Generator,
+    Hashable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -1189,6 +1197,16 @@ class Router:
     async def adiagnose(self, probe: bool = False) -> Diagnosis:
         """Async twin of :meth:`diagnose` (still one key at a time)."""
         return await self._adrive(self._diagnose_flow(probe))
+
+    def shared_cache(
+        self, *, ttl: float = 900.0, maxsize: int = 256
+    ) -> MutableMapping[Hashable, Any]:
+        """A TTL cache kept in this router's store: every process sharing the store
+        (and this one after a restart) sees its entries, which expire on the
+        router's clock. ``guard(router=router, cache="shared")`` uses it."""
+        from searchfuse.router.shared_cache import SharedCache
+
+        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)
 
     def reset_month(self) -> None:
         """Forget all local state: cooldowns, usage figures, counters."""

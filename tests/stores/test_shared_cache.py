@@ -1,0 +1,139 @@
+"""guard(router=..., cache="shared"): another process, or a restart, gets the answer free."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from searchfuse import Router, guard, turn
+from searchfuse.guard.cache import search_key
+from searchfuse.router.shared_cache import stable_key
+from searchfuse.router.state import RedisStore, SqliteStore, Store
+from searchfuse.testing import FakeClock, FakeTavily
+
+KEY = "tvly-dev-test0001"
+
+
+def store_for(kind: str, tmp_path: Path, request: pytest.FixtureRequest, ns: str) -> Store:
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "searchfuse.db")
+    return RedisStore(request.getfixturevalue("redis_url"), namespace=ns)
+
+
+def tool(router: Router, clock: FakeClock) -> Any:
+    @guard(router=router, cache="shared", clock=clock)
+    def web_search(query: str, max_results: int = 5) -> dict[str, Any]:
+        raise AssertionError("a routed guard never calls the function body")
+
+    return web_search
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_a_restart_gets_the_answer_within_the_ttl_with_no_request(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    clock = FakeClock()
+    fake = FakeTavily([KEY], clock=clock)
+    ns = uuid.uuid4().hex
+
+    def fresh_process() -> Any:
+        store = store_for(kind, tmp_path, request, ns)
+        return tool(Router([KEY], state=store, clock=clock, transport=fake.transport()), clock)
+
+    with turn():
+        first = fresh_process()("Tavily  rate limits", max_results=3)
+    assert len(fake.searches) == 1
+    clock.advance(600)
+    with turn():
+        again = fresh_process()("tavily rate limits", max_results=3)
+    assert again == first
+    assert len(fake.searches) == 1  # served from the store
+    clock.advance(301)  # past the 15-minute TTL
+    with turn():
+        fresh_process()("tavily rate limits", max_results=3)
+    assert len(fake.searches) == 2
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from searchfuse import Router, guard, turn
+    from searchfuse.router.state import RedisStore, SqliteStore
+
+    url, kind, where, ns = sys.argv[1:5]
+    store = SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=ns)
+    router = Router([{key!r}], state=store, base_url=url)
+
+    @guard(router=router, cache="shared")
+    def web_search(query: str, max_results: int = 5) -> dict:
+        raise AssertionError
+
+    with turn():
+        print(json.dumps(web_search("shared between processes", max_results=2)["results"]))
+    """
+).format(key=KEY)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_another_process_gets_a_hit(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fake = FakeTavily([KEY], clock=time.time)
+    where = (
+        str(tmp_path / "searchfuse.db")
+        if kind == "sqlite"
+        else request.getfixturevalue("redis_url")
+    )
+    ns = uuid.uuid4().hex
+    outputs = []
+    with fake.serve() as url:
+        for _ in range(2):
+            proc = subprocess.run(
+                [sys.executable, "-c", WORKER, url, kind, where, ns],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "PYTHONHASHSEED": str(len(outputs) + 1)},
+            )
+            assert proc.returncode == 0, proc.stderr
+            outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1]
+    assert len(fake.searches) == 1
+
+
+def test_stable_keys_do_not_depend_on_the_process_hash_seed() -> None:
+    key = search_key("q", include_domains={"a.com", "b.org", "c.net"}, opts={"x": 1, "y": [2]})
+    code = (
+        "from searchfuse.guard.cache import search_key;"
+        "from searchfuse.router.shared_cache import stable_key;"
+        "print(stable_key(search_key('q', include_domains={'a.com', 'b.org', 'c.net'},"
+        " opts={'x': 1, 'y': [2]})))"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert seen == {stable_key(key)}
+    assert stable_key(search_key("q", max_results=5)) != stable_key(search_key("q", max_results=6))
+
+
+def test_shared_without_a_router_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="router"):
+
+        @guard(cache="shared")
+        def web_search(query: str) -> str:
+            return query
