@@ -227,3 +227,20 @@ def test_mcp_rejects_a_bad_port_with_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "70000 is not in 1-65535" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_mcp_without_keys_says_so_and_writes_nothing_on_stdout(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAVILY_", "SEARCHFUSE_"))}
+    result = subprocess.run(
+        [sys.executable, *command(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""  # stdout is the protocol channel of an MCP client
+    assert "config error" in result.stderr and "TAVILY_API_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
