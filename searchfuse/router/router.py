@@ -198,6 +198,13 @@ def _left(deadline: float | None) -> float:
     return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not math.isfinite(float(timeout)) or timeout <= 0
+    ):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+
+
 def _past(deadline: float | None, ahead: float = 0.0) -> bool:
     """Whether ``deadline`` (a ``time.monotonic()`` instant) has passed, ``ahead`` seconds on."""
     return deadline is not None and time.monotonic() + ahead >= deadline
@@ -931,9 +938,16 @@ class Router:
 
     # -- drivers ---------------------------------------------------------------------
 
-    def _deadline_at(self) -> float | None:
-        """The ``time.monotonic()`` instant by which a call starting now must end."""
-        return None if self.deadline is None else time.monotonic() + self.deadline
+    def _deadline_at(self, at_least: float | None = None) -> float | None:
+        """The ``time.monotonic()`` instant by which a call starting now must end.
+
+        ``at_least``: a request timeout the caller chose (a crawl may take
+        minutes); the call's deadline never cuts it short.
+        """
+        if self.deadline is None:
+            return None
+        seconds = self.deadline if at_least is None else max(self.deadline, at_least)
+        return time.monotonic() + seconds
 
     def _usage_deadline(self, deadline: float | None) -> float | None:
         """``/usage`` may use a share of the time left: the search must still fit."""
@@ -1065,20 +1079,23 @@ class Router:
 
         The same key selection, reactions and fail-over as :meth:`search`;
         ``None`` values are left out of the body and ``include_usage`` is asked
-        for so credits are counted locally. ``timeout`` (seconds) overrides the
-        router's HTTP timeout for this request. The fallback, a search
-        function, stands in for ``/search`` only.
+        for so credits are counted locally. ``timeout`` (seconds) is the time
+        this request may take: it replaces the router's HTTP timeouts and, when
+        longer, the call's ``deadline`` (a crawl may take minutes). The
+        fallback, a search function, stands in for ``/search`` only.
         """
+        _check_timeout(timeout)
         sent = self._request_body(endpoint, body)
-        deadline = self._deadline_at()
+        deadline = self._deadline_at(timeout)
         return self._drive(self._request_flow(endpoint, sent, timeout, deadline), None, deadline)
 
     async def arequest(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
         """Async twin of :meth:`request`."""
+        _check_timeout(timeout)
         sent = self._request_body(endpoint, body)
-        deadline = self._deadline_at()
+        deadline = self._deadline_at(timeout)
         flow = self._request_flow(endpoint, sent, timeout, deadline)
         return await self._adrive(flow, None, deadline)
 

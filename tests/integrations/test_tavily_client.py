@@ -282,9 +282,11 @@ def test_timeout_is_tavily_pythons_a_long_crawl_waits_and_a_slow_search_fails_ov
     router: Router, fake_tavily: FakeTavily
 ) -> None:
     client = TavilyClient(router=router)
-    # The router's own read timeout is 30 s; a crawl allows 150 s by default.
-    fake_tavily.slow_next(40, path="/crawl")
+    # The router's own read timeout is 30 s and its call deadline 60 s; a crawl
+    # allows 150 s by default.
+    fake_tavily.slow_next(90, path="/crawl")
     assert client.crawl("https://docs.example.com", limit=2)["results"]
+    assert posts(fake_tavily, "crawl") == [(fake_tavily.fingerprint(K1), 200)]  # waited for it
     fake_tavily.slow_next(25, path="/search")
     result = client.search("q", timeout=20)
     slow, served = fake_tavily.searches  # the first answer came after the 20 s: next key

@@ -50,6 +50,8 @@ def test_request_refuses_unknown_endpoints_and_keys_in_the_body(
     router = router_on(fake_tavily, fake_clock)
     with pytest.raises(ValueError, match="/research"):
         router.request("/research", {"input": "x"})
+    with pytest.raises(ValueError, match="timeout"):
+        router.request("/map", {"url": "https://example.com"}, timeout=0)
     with pytest.raises(TypeError, match="api_key"):
         router.request("/crawl", {"url": "https://example.com", "api_key": "tvly-dev-test0009"})
     assert fake_tavily.requests == []
