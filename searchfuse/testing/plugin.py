@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = [
     "fake_clock",
     "fake_tavily",
-    "pytest_collection_modifyitems",
     "searchfuse_reset",
     "tavily_cascade",
     "tavily_mock",
