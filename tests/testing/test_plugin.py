@@ -360,6 +360,9 @@ def test_a_suite_wide_fake_clock_starts_afresh_in_every_test(pytester: pytest.Py
 
         def pytest_configure(config):
             searchfuse.testing.set_testing(True)
+
+        def pytest_unconfigure(config):  # the inner session runs in this process
+            searchfuse.testing.set_testing(False)
         """
     )
     pytester.makepyfile(
@@ -395,8 +398,7 @@ def test_reset_rewinds_the_installed_fake_clock_and_leaves_real_time_alone() -> 
 def test_a_429_in_one_test_does_not_refuse_the_next(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
-        from searchfuse import RateLimited, Router, guard
-        from searchfuse.testing import TEST_KEYS
+        from searchfuse import RateLimited, guard
 
         calls = []
 
