@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 
 from searchfuse import CooldownActive, RateLimited, Router
-from searchfuse.router.state import MemoryStore
+from searchfuse.router.state import MemoryStore, RedisStore
 from searchfuse.testing import FakeClock
 
 from .rawserver import search_json, usage_json
@@ -20,10 +21,16 @@ KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
 LAST_SECONDS = float(calendar.timegm((2026, 11, 30, 23, 59, 50)))
 
 
-def _store(kind: str, tmp_path: Path) -> Any:
+def _store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     if kind == "memory":
         return MemoryStore()
+    if kind == "redis":
+        url = request.getfixturevalue("redis_url")
+        return RedisStore(url, namespace=f"t{uuid.uuid4().hex[:12]}")
     return str(tmp_path / ("quota.json" if kind == "json" else "searchfuse.db"))
+
+
+KINDS = ["memory", "json", "sqlite", "redis"]
 
 
 def _router(state: Any, clock: FakeClock, statuses: dict[str, int], **options: Any) -> Router:
@@ -45,12 +52,12 @@ def _router(state: Any, clock: FakeClock, statuses: dict[str, int], **options: A
     )
 
 
-@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_hold_written_seconds_before_the_month_ends_survives_the_rollover(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     clock = FakeClock(LAST_SECONDS)
-    state = _store(kind, tmp_path)
+    state = _store(kind, tmp_path, request)
     router = _router(state, clock, {KEYS[0]: 429})
     with pytest.raises(RateLimited):
         router.search("q")
@@ -62,12 +69,12 @@ def test_a_hold_written_seconds_before_the_month_ends_survives_the_rollover(
     assert _router(state, clock, {}).search("q")["searchfuse"]["served_by"] == "tavily"
 
 
-@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_rollover_resets_usage_but_keeps_a_running_auth_cooldown(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     clock = FakeClock(LAST_SECONDS - 600)
-    state = _store(kind, tmp_path)
+    state = _store(kind, tmp_path, request)
     router = _router(state, clock, {KEYS[0]: 401}, on_429="failover")
     router.search("q")  # K1 is parked for an hour, K2 serves
     router.search("q")
@@ -81,9 +88,11 @@ def test_the_rollover_resets_usage_but_keeps_a_running_auth_cooldown(
     assert after["tvly-dev-…0001"].cooldown_reason == "auth"
 
 
-@pytest.mark.parametrize("kind", ["memory", "json", "sqlite"])
-def test_processes_with_different_clocks_do_not_reset_each_other(kind: str, tmp_path: Path) -> None:
-    state = _store(kind, tmp_path)
+@pytest.mark.parametrize("kind", KINDS)
+def test_processes_with_different_clocks_do_not_reset_each_other(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    state = _store(kind, tmp_path, request)
     right = FakeClock(LAST_SECONDS - 600)
     right_router = _router(state, right, {})
     for _ in range(3):
