@@ -1,6 +1,7 @@
 """An OpenAI Agents SDK agent whose web searches go through searchfuse, offline.
 
-    python examples/openai_agents_agent.py
+    python examples/openai_agents_agent.py            # Runner.run
+    python examples/openai_agents_agent.py --stream   # Runner.run_streamed
 
 The agent is the SDK's own, with its own OpenAI chat-completions model; the
 model's server is scripted (examples/fake_openai.py) and Tavily is simulated,
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")  # both servers are local
 
@@ -55,7 +57,7 @@ def summary(output: str) -> str:
         return f"refused: {output}"
 
 
-async def main() -> None:
+async def main(stream: bool) -> None:
     fake = FakeTavily(keys=KEYS)
     with fake.serve() as tavily_url, ScriptedOpenAI(SCRIPT) as llm:
         router = Router(KEYS, base_url=tavily_url)  # or Router.from_config("config/keys.json")
@@ -72,7 +74,13 @@ async def main() -> None:
 
         async def ask(question: str) -> None:
             before = len(fake.searches)
-            result = await Runner.run(agent, question, run_config=offline)
+            if stream:
+                streamed = Runner.run_streamed(agent, question, run_config=offline)
+                async for _event in streamed.stream_events():
+                    pass  # a UI would show the events; the outcome is the same
+                result = streamed
+            else:
+                result = await Runner.run(agent, question, run_config=offline)
             print(f"\nuser: {question}")
             for item in result.new_items:
                 if isinstance(item, ToolCallItem):
@@ -96,4 +104,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(stream="--stream" in sys.argv[1:]))

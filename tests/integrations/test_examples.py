@@ -24,6 +24,7 @@ RUNS = {
     "hermes --install": ("hermes_agent.py", "--install"),
     "mcp": ("mcp_agent.py",),
     "openai-agents": ("openai_agents_agent.py",),
+    "openai-agents --stream": ("openai_agents_agent.py", "--stream"),
 }
 ONE_PER_REPLY = TurnLimitReached(1).message
 
@@ -66,7 +67,13 @@ def cooldown_seconds(transcript: str) -> list[int]:
 
 #: How many searches of the last reply each example's cooldown refuses (the
 #: LangChain example's other search of that reply is served from the cache).
-REFUSED_IN_COOLDOWN = {"langchain": 1, "hermes": 1, "mcp": 2, "openai-agents": 2}
+REFUSED_IN_COOLDOWN = {
+    "langchain": 1,
+    "hermes": 1,
+    "mcp": 2,
+    "openai-agents": 2,
+    "openai-agents --stream": 2,
+}
 
 
 @pytest.mark.parametrize("name", list(REFUSED_IN_COOLDOWN))
