@@ -12,7 +12,15 @@ import tavily
 import tavily.errors
 
 import searchfuse.tavily as facade
-from searchfuse import BadRequest, CooldownActive, NoKeyAvailable, RateLimited, Router
+from searchfuse import (
+    BadRequest,
+    CooldownActive,
+    NoKeyAvailable,
+    RateLimited,
+    Router,
+    Throttled,
+)
+from searchfuse.router import KeyEntry
 from searchfuse.tavily import AsyncTavilyClient, TavilyClient
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
@@ -294,3 +302,23 @@ def test_timeout_is_tavily_pythons_a_long_crawl_waits_and_a_slow_search_fails_ov
     reasons = {s.fingerprint: s.cooldown_reason for s in router.status()}
     assert reasons[slow.key_fingerprint] == "upstream"
     assert reasons[served.key_fingerprint] is None and result["results"]
+
+
+def test_a_request_pacing_holds_back_is_a_usage_limit_error_with_nothing_sent(
+    fake_tavily: FakeTavily, fake_clock: FakeClock
+) -> None:
+    # One key at one request a minute, and no waiting for room: the second
+    # request would be a 429, so searchfuse refuses it without sending it.
+    router = Router(
+        [KeyEntry(K1, rpm=1)],
+        clock=fake_clock,
+        transport=fake_tavily.transport(),
+        max_wait=0,
+    )
+    client = TavilyClient(router=router)
+    client.map("https://docs.example.com", limit=2)
+    with pytest.raises(tavily.UsageLimitExceededError) as held:
+        client.extract("https://docs.example.com/a")
+    assert isinstance(held.value, Throttled)
+    assert held.value.retry_after is not None and held.value.retry_after > 0
+    assert [r.path for r in fake_tavily.requests if r.path != "/usage"] == ["/map"]
