@@ -18,6 +18,7 @@ is loaded on the first search. Keys only ever appear masked.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -99,6 +100,16 @@ def _reset_for_tests() -> None:
         _instruments = None
 
 
+#: Set on a refusal once counted, so the guard does not count the router's again.
+_COUNTED = "_searchfuse_counted"
+
+
+def _mark(refusal: BaseException) -> None:
+    # An exception class with __slots__ cannot be marked: count it twice, never crash.
+    with contextlib.suppress(AttributeError):
+        setattr(refusal, _COUNTED, True)
+
+
 class SearchSpan:
     """What the router learns about one search, written onto its span when it ends."""
 
@@ -136,10 +147,12 @@ def search_span(operation: str = "search") -> Iterator[SearchSpan]:
     ) as span:
         recorder = SearchSpan(span)
         outcome = "served"
+        refusal: SearchRefused | None = None
         try:
             yield recorder
         except SearchRefused as exc:
             outcome = "refused"
+            refusal = exc
             recorder.attributes["searchfuse.refusal.reason"] = exc.reason
             if exc.retry_after is not None:
                 recorder.attributes["searchfuse.retry_after"] = float(exc.retry_after)
@@ -162,16 +175,28 @@ def search_span(operation: str = "search") -> Iterator[SearchSpan]:
                 span.set_status(Status(StatusCode.ERROR))
             attributes = {"searchfuse.operation": operation, "searchfuse.outcome": outcome}
             instruments.searches.add(1, attributes)
-            reason = recorder.attributes.get("searchfuse.refusal.reason")
-            if reason is not None:
-                instruments.refusals.add(1, {"searchfuse.refusal.reason": reason})
+            if refusal is not None:
+                refused(refusal)
 
 
-def refused(reason: str) -> None:
-    """Count a refusal the guard decided (``turn_limit``, ``cooldown``...) without a search."""
+def _counted(refusal: BaseException) -> bool:
+    """Whether ``refusal`` (or the refusal it was raised from) is already counted."""
+    seen: BaseException | None = refusal
+    for _ in range(4):
+        if seen is None:
+            return False
+        if getattr(seen, _COUNTED, False):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def refused(refusal: SearchRefused) -> None:
+    """Count a refusal, once: a router search's refusal was counted by its span already."""
     instruments = _get()
-    if instruments is not None:
-        instruments.refusals.add(1, {"searchfuse.refusal.reason": reason})
+    if instruments is not None and not _counted(refusal):
+        instruments.refusals.add(1, {"searchfuse.refusal.reason": refusal.reason})
+        _mark(refusal)
 
 
 def rate_limited(key: str | None = None) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from types import GeneratorType
 from typing import TYPE_CHECKING, Any, Final
 
-from searchfuse import _clock
+from searchfuse import _clock, _telemetry
 from searchfuse.errors import RateLimited, SearchRefused, TurnLimitReached
 from searchfuse.guard.cache import CACHE_LOCK, CacheKey, cache_size, make_cache, search_key
 from searchfuse.guard.calls import Call
@@ -455,6 +455,7 @@ class Guard:
             except KeyError:
                 return _MISS
         next(self._stats.cache_hits)
+        _telemetry.cache_hit()
         return hit
 
     def _flow(
@@ -495,6 +496,7 @@ class Guard:
                         flight = self._flights[key] = _Flight() if joined is None else joined
                 if hit is not _MISS:
                     next(self._stats.cache_hits)
+                    _telemetry.cache_hit()
                     return hit
                 if leader:
                     break
@@ -508,6 +510,7 @@ class Guard:
                 kind, value = outcome
                 if kind == _SERVED:
                     next(self._stats.cache_hits)
+                    _telemetry.cache_hit()
                     return value
                 if kind == _FAILED:
                     raise value
@@ -515,6 +518,7 @@ class Guard:
             return (yield from self._lead(cache, key, flight))
         except SearchRefused as refusal:
             next(self._stats.refusals)
+            _telemetry.refused(refusal)
             logger.info("%s: search refused (%s)", self.name, refusal.reason)
             diagnosis = getattr(refusal, "diagnosis", None)
             if diagnosis is not None:
@@ -597,6 +601,7 @@ class Guard:
             if exc.retry_after == left:
                 return exc
             return RateLimited(left, key=exc.key)
+        _telemetry.rate_limited()  # the guarded function's own backend answered 429
         return RateLimited(left)
 
     # -- the drivers ---------------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from searchfuse import _clock
+from searchfuse import _clock, _telemetry
 from searchfuse._format import duration
 from searchfuse._secrets import redact
 from searchfuse.errors import (
@@ -666,6 +666,8 @@ class Router:
                     state.hold(entry.fingerprint, now + seconds)
 
         self.store.update(now, change)
+        if answer.status == 429:
+            _telemetry.rate_limited(entry.masked)
         if reaction.penalises_key:
             log.warning(
                 "key %s: %s (%s)%s",
@@ -730,6 +732,7 @@ class Router:
                 if now + wait > wait_until or _past(deadline):
                     raise Throttled(retry_after=wait)
                 # Never sleep past the call's deadline (the loop then refuses).
+                _telemetry.paced_wait(wait)
                 yield _Sleep(min(wait, _left(deadline)))
                 paced.clear()
                 continue
@@ -1062,14 +1065,22 @@ class Router:
         """
         body = self._body(query, max_results, params)
         deadline = self._deadline_at()
-        return self._drive(self._request_flow("/search", body, deadline=deadline), None, deadline)
+        with _telemetry.search_span() as span:
+            result = self._drive(
+                self._request_flow("/search", body, deadline=deadline), None, deadline
+            )
+            span.served(result)
+        return result
 
     async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Async twin of :meth:`search`."""
         body = self._body(query, max_results, params)
         deadline = self._deadline_at()
         flow = self._request_flow("/search", body, deadline=deadline)
-        return await self._adrive(flow, None, deadline)
+        with _telemetry.search_span() as span:
+            result = await self._adrive(flow, None, deadline)
+            span.served(result)
+        return result
 
     def request(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
@@ -1087,7 +1098,12 @@ class Router:
         _check_timeout(timeout)
         sent = self._request_body(endpoint, body)
         deadline = self._deadline_at(timeout)
-        return self._drive(self._request_flow(endpoint, sent, timeout, deadline), None, deadline)
+        with _telemetry.search_span(endpoint.strip("/")) as span:
+            result = self._drive(
+                self._request_flow(endpoint, sent, timeout, deadline), None, deadline
+            )
+            span.served(result)
+        return result
 
     async def arequest(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
@@ -1097,7 +1113,10 @@ class Router:
         sent = self._request_body(endpoint, body)
         deadline = self._deadline_at(timeout)
         flow = self._request_flow(endpoint, sent, timeout, deadline)
-        return await self._adrive(flow, None, deadline)
+        with _telemetry.search_span(endpoint.strip("/")) as span:
+            result = await self._adrive(flow, None, deadline)
+            span.served(result)
+        return result
 
     def call(self, fn: Callable[[str], T]) -> T:
         """Run ``fn(key)`` with the key the router chooses, and learn from its outcome.
