@@ -824,8 +824,12 @@ class Router:
 
     def _stopped(self, answer: _Answer, result: Any) -> BaseException:
         """The error for an answer after which no other key is tried (the table says so)."""
-        if isinstance(result, BaseException) and not isinstance(result, httpx.HTTPError):
-            return result  # the caller's own function failed: its exception, unchanged
+        if isinstance(result, BaseException) and (
+            answer.outcome is Outcome.MISCONFIGURED or not isinstance(result, httpx.HTTPError)
+        ):
+            # The caller's own function failed (our client never raises for a status):
+            # its exception, unchanged.
+            return result
         if answer.outcome is Outcome.MISCONFIGURED:
             source = "TAVILY_BASE_URL" if os.environ.get("TAVILY_BASE_URL") else "base_url"
             return ConfigError(

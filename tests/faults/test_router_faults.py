@@ -318,3 +318,20 @@ def test_no_key_in_any_traceback_even_for_prefix_sharing_keys() -> None:
     for key in keys:
         assert key not in text
     assert not leaks_in(text), leaks_in(text)
+
+
+def test_a_404_from_the_callers_own_function_is_its_own_error_not_our_base_url() -> None:
+    router = Router(KEYS, clock=FakeClock())
+    calls: list[str] = []
+
+    def search_elsewhere(key: str) -> None:
+        calls.append(key)
+        request = httpx.Request("POST", "https://proxy.example/search")
+        raise httpx.HTTPStatusError(
+            "not found", request=request, response=httpx.Response(404, request=request)
+        )
+
+    with pytest.raises(httpx.HTTPStatusError):
+        router.call(search_elsewhere)
+    assert len(calls) == 1  # no fail-over, no key blamed
+    assert all(s.state == "available" for s in router.status())
