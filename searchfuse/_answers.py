@@ -7,7 +7,6 @@ guard never imports the router (and with it httpx and the Tavily client).
 
 from __future__ import annotations
 
-import email.utils
 import math
 from typing import Any
 
@@ -53,6 +52,8 @@ def parse_retry_after(value: str | float | int | None, now: float) -> float | No
         try:
             seconds = float(text)
         except ValueError:
+            import email.utils  # HTTP dates are rare; the import is not
+
             try:
                 when = email.utils.parsedate_to_datetime(text)
             except (TypeError, ValueError, IndexError):

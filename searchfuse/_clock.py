@@ -10,7 +10,6 @@ advance the fake clock instead of sleeping.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
@@ -39,6 +38,8 @@ def sleep(seconds: float) -> None:
 
 async def asleep(seconds: float) -> None:
     """Async twin of :func:`sleep`."""
+    import asyncio  # here, not at the top: `import searchfuse` never pays for asyncio
+
     if seconds <= 0:
         return
     if _sleeper is not None:

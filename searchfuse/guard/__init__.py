@@ -7,14 +7,19 @@ and refusal while the cooldown runs), and a per-turn search budget
 (``turn``). See :func:`guard` for the whole story.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from searchfuse.guard.cache import normalize_query, search_key
 from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import FileLookup, Lookup, MappingLookup, Passage
 from searchfuse.guard.core import Guard, GuardState, reset_all
-from searchfuse.guard.decorator import Guarded, GuardedFunction, OnRefusal, guard, guard_state
+from searchfuse.guard.decorator import Guarded, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
 from searchfuse.guard.tools import TavilyTool, tavily_tool
+
+if TYPE_CHECKING:
+    from searchfuse.guard._wrapper import GuardedFunction
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
 __all__ = [
@@ -42,3 +47,12 @@ __all__ = [
     "tavily_tool",
     "turn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The wrapt proxy class loads with wrapt, on first use (PEP 562).
+    if name == "GuardedFunction":
+        from searchfuse.guard._wrapper import GuardedFunction
+
+        return GuardedFunction
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

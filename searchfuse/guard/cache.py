@@ -14,8 +14,6 @@ import threading
 from collections.abc import Callable, Hashable, Mapping, MutableMapping
 from typing import Any
 
-import cachetools
-
 __all__ = [
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_CACHE_TTL",
@@ -24,6 +22,7 @@ __all__ = [
     "make_cache",
     "normalize_query",
     "search_key",
+    "search_key_of",
 ]
 
 #: Entries kept by the default cache.
@@ -84,14 +83,19 @@ def search_key(query: str, /, **params: Any) -> Hashable:
 
         guard(cache_key=lambda query, task_id=None, **params: search_key(query, **params))
     """
+    return search_key_of(query, params)
+
+
+def search_key_of(query: str, params: Mapping[str, Any]) -> Hashable:
+    """:func:`search_key` with the arguments as a mapping (what the guard calls: no ``**``)."""
     query = " ".join(query.split()).casefold()  # normalize_query, inlined: the hot path
     if not params:
         return (query,)
-    plain = _PLAIN_TYPES
-    return (
-        query,
-        tuple(sorted([(k, v if type(v) in plain else canonical(v)) for k, v in params.items()])),
-    )
+    items = sorted(params.items())  # keys are unique: values are never compared
+    for item in items:
+        if type(item[1]) not in _PLAIN_TYPES:
+            return (query, tuple(sorted([(k, canonical(v)) for k, v in items])))
+    return (query, tuple(items))
 
 
 def make_cache(
@@ -119,6 +123,8 @@ def make_cache(
         )
         return shared
     if cache is True:
+        import cachetools  # imported by the first guard with a cache, not by `import searchfuse`
+
         return cachetools.TTLCache(maxsize=DEFAULT_CACHE_SIZE, ttl=DEFAULT_CACHE_TTL, timer=timer)
     if cache is False or cache is None:
         return None
@@ -131,6 +137,7 @@ def make_cache(
 
 def cache_size(cache: MutableMapping[Any, Any]) -> int:
     """Live entries in ``cache``, expired TTL entries dropped first (hold :data:`CACHE_LOCK`)."""
-    if isinstance(cache, cachetools.TTLCache | cachetools.TLRUCache):
-        cache.expire()
+    expire = getattr(cache, "expire", None)  # cachetools' TTLCache and TLRUCache
+    if callable(expire):
+        expire()
     return len(cache)

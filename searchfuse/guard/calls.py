@@ -49,6 +49,7 @@ class Binder:
 
     __slots__ = (
         "_covered",
+        "_npos",
         "_positional",
         "_query",
         "_required",
@@ -65,6 +66,7 @@ class Binder:
         self._required: tuple[str, ...] = ()
         # Positional arguments that, once given, leave no required parameter unset.
         self._covered = 0
+        self._npos = 0
         self._query: str | None = None
         parameters = list(signature.parameters.values()) if signature is not None else []
         # The common shape (named parameters, no *args/**kwargs/positional-only)
@@ -78,6 +80,7 @@ class Binder:
             self._positional = tuple(
                 p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
             )
+            self._npos = len(self._positional)
             self._required = tuple(name for name, v in self._template.items() if v is _REQUIRED)
             self._covered = len(self._positional) + 1
             if self._positional[: len(self._required)] == self._required:
@@ -91,9 +94,14 @@ class Binder:
 
     def read(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The query and the other arguments by name (no :class:`Call` built: the hot path)."""
-        arguments = self._bind_simple(args, kwargs)
-        if arguments is None:
-            arguments = self._bind_general(args, kwargs)
+        template = self._template
+        if template is not None and not kwargs and self._covered <= len(args) <= self._npos:
+            # The commonest call, web_search("query"), in as few steps as possible.
+            arguments = template.copy()
+            arguments.update(zip(self._positional, args, strict=False))
+        else:
+            simple = self._bind_simple(args, kwargs)
+            arguments = simple if simple is not None else self._bind_general(args, kwargs)
         name = self._query
         if name is not None and isinstance(arguments.get(name), str):
             return arguments.pop(name), arguments

@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from searchfuse import _clock, _telemetry
 from searchfuse.errors import RateLimited, SearchRefused, TurnLimitReached
-from searchfuse.guard.cache import CACHE_LOCK, CacheKey, cache_size, make_cache, search_key
+from searchfuse.guard.cache import (
+    CACHE_LOCK,
+    CacheKey,
+    cache_size,
+    make_cache,
+    search_key,
+    search_key_of,
+)
 from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import Lookup, aconsult, consult
 from searchfuse.guard.delegation import RouterLike, router_arguments
@@ -281,6 +288,10 @@ class Guard:
         self.min_interval = float(min_interval)
         self.checklist = hooks
         self.cache_key = cache_key
+        #: ``(query, params) -> key``: the default key without rebuilding ``**params``.
+        self.key_of: Callable[[str, Mapping[str, Any]], Hashable] = (
+            search_key_of if cache_key is search_key else _spread(cache_key)
+        )
         self.cooldown = float(cooldown)
         self.router = router
         self.inject = inject
@@ -309,7 +320,7 @@ class Guard:
 
     def key(self, call: Call) -> Hashable:
         """The cache key of ``call`` (``cache_key(call.query, **call.params)``)."""
-        return self.cache_key(call.query, **call.params)
+        return self.key_of(call.query, call.params)
 
     def cached(self, call: Call) -> bool:
         """Whether ``call`` would be answered from the cache now (free: no budget, no request)."""
@@ -441,23 +452,6 @@ class Guard:
 
     # -- the flow of one call, written once ------------------------------------------
 
-    def _hit(self, key: Hashable) -> Any:
-        """The cached answer for ``key``, or ``_MISS``: the cheap first look before any flow.
-
-        Only when the guard has no checklist (which must be asked first).
-        """
-        cache = self.cache
-        if cache is None:
-            return _MISS
-        with CACHE_LOCK:
-            try:
-                hit = cache[key]
-            except KeyError:
-                return _MISS
-        next(self._stats.cache_hits)
-        _telemetry.cache_hit()
-        return hit
-
     def _flow(
         self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = None
     ) -> _Flow:
@@ -467,64 +461,64 @@ class Guard:
         checklist, no cache, no router mapping need it). ``key``: the cache
         key, when the caller has computed it already.
         """
-        try:
-            if query is None or params is None:
-                return (yield from self._search(None))
-            if self.checklist:
-                answer = yield (_CONSULT, Call(query, params, self.name))
-                if answer is not None:
-                    next(self._stats.checklist_answers)
-                    return answer
-            cache = self.cache
-            if cache is None:
-                # No flights to wait on: every call, nested or not, is its own search.
-                return (yield from self._search(None))
-            if key is None:
-                key = self.cache_key(query, **params)
-            chain = _CHAIN.get()
-            if chain and (self, key) in chain:
-                # The tool calling itself with the same arguments: its own search, continued.
-                return (yield from self._search(key, again=True))
-            while True:
+        if query is None or params is None:
+            return (yield from self._search(None))  # the shell skips this layer
+        if self.checklist:
+            answer = yield (_CONSULT, Call(query, params, self.name))
+            if answer is not None:
+                next(self._stats.checklist_answers)
+                return answer
+        cache = self.cache
+        if cache is None:
+            # No flights to wait on: every call, nested or not, is its own search.
+            return (yield from self._search(None))
+        if key is None:
+            key = self.key_of(query, params)
+        chain = _CHAIN.get()
+        if chain and (self, key) in chain:
+            # The tool calling itself with the same arguments: its own search, continued.
+            return (yield from self._search(key, again=True))
+        while True:
+            with CACHE_LOCK:
+                try:
+                    hit = cache[key]
+                except KeyError:
+                    hit = _MISS
+                    joined = self._flights.get(key)
+                    leader = joined is None
+                    flight = self._flights[key] = _Flight() if joined is None else joined
+            if hit is not _MISS:
+                next(self._stats.cache_hits)
+                _telemetry.cache_hit()
+                return hit
+            if leader:
+                break
+            outcome = yield (_WAIT, flight)
+            if outcome is None:
+                # The search in flight outlived FLIGHT_WAIT: search on our own.
+                result = yield from self._search(key)
                 with CACHE_LOCK:
-                    try:
-                        hit = cache[key]
-                    except KeyError:
-                        hit = _MISS
-                        joined = self._flights.get(key)
-                        leader = joined is None
-                        flight = self._flights[key] = _Flight() if joined is None else joined
-                if hit is not _MISS:
-                    next(self._stats.cache_hits)
-                    _telemetry.cache_hit()
-                    return hit
-                if leader:
-                    break
-                outcome = yield (_WAIT, flight)
-                if outcome is None:
-                    # The search in flight outlived FLIGHT_WAIT: search on our own.
-                    result = yield from self._search(key)
-                    with CACHE_LOCK:
-                        _store(cache, key, result)
-                    return result
-                kind, value = outcome
-                if kind == _SERVED:
-                    next(self._stats.cache_hits)
-                    _telemetry.cache_hit()
-                    return value
-                if kind == _FAILED:
-                    raise value
-                # _RETRY: the leader got no result this call can use; decide afresh.
-            return (yield from self._lead(cache, key, flight))
-        except SearchRefused as refusal:
-            next(self._stats.refusals)
-            _telemetry.refused(refusal)
-            logger.info("%s: search refused (%s)", self.name, refusal.reason)
-            diagnosis = getattr(refusal, "diagnosis", None)
-            if diagnosis is not None:
-                # For the operator: the model only ever gets the short refusal.
-                logger.warning("%s: no key can serve; diagnosis:\n%s", self.name, diagnosis)
-            raise
+                    _store(cache, key, result)
+                return result
+            kind, value = outcome
+            if kind == _SERVED:
+                next(self._stats.cache_hits)
+                _telemetry.cache_hit()
+                return value
+            if kind == _FAILED:
+                raise value
+            # _RETRY: the leader got no result this call can use; decide afresh.
+        return (yield from self._lead(cache, key, flight))
+
+    def _refused(self, refusal: SearchRefused) -> None:
+        """Count and log a refusal on its way out of a flow."""
+        next(self._stats.refusals)
+        _telemetry.refused(refusal)
+        logger.info("%s: search refused (%s)", self.name, refusal.reason)
+        diagnosis = getattr(refusal, "diagnosis", None)
+        if diagnosis is not None:
+            # For the operator: the model only ever gets the short refusal.
+            logger.warning("%s: no key can serve; diagnosis:\n%s", self.name, diagnosis)
 
     def _lead(self, cache: MutableMapping[Any, Any], key: Hashable, flight: _Flight) -> _Flow:
         """Search for everyone waiting on ``flight``, then tell them how it ended."""
@@ -621,6 +615,9 @@ class Guard:
                 step, argument = flow.send(value) if error is None else flow.throw(error)
             except StopIteration as stop:
                 return stop.value
+            except SearchRefused as refusal:
+                self._refused(refusal)
+                raise
             value = error = None
             try:
                 if step == _BACKEND:
@@ -647,6 +644,9 @@ class Guard:
                 step, argument = flow.send(value) if error is None else flow.throw(error)
             except StopIteration as stop:
                 return stop.value
+            except SearchRefused as refusal:
+                self._refused(refusal)
+                raise
             value = error = None
             try:
                 if step == _BACKEND:
@@ -699,6 +699,13 @@ class Guard:
         elif inspect.isgenerator(result):
             result = list(result)
         return result
+
+
+def _spread(cache_key: CacheKey) -> Callable[[str, Mapping[str, Any]], Hashable]:
+    def key_of(query: str, params: Mapping[str, Any]) -> Hashable:
+        return cache_key(query, **params)
+
+    return key_of
 
 
 class _no_scope:

@@ -1,7 +1,7 @@
 """``guard()``: put the agent-facing rules in front of any web-search tool.
 
 The rules and their state are a :class:`~searchfuse.Guard`; ``guard()``
-wraps the tool in a :class:`wrapt.FunctionWrapper` that hands each call to
+wraps the tool in a ``wrapt.FunctionWrapper`` that hands each call to
 it. The guarded tool keeps its signature, name, docstring, ``__wrapped__``
 and coroutine-ness, and works on functions, methods, classmethods and static
 methods alike.
@@ -11,19 +11,30 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine, Hashable, Iterable, MutableMapping
-from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeAlias, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
-import wrapt
-
-from searchfuse import _clock
+from searchfuse import _clock, _telemetry
 from searchfuse.errors import SearchRefused
-from searchfuse.guard.cache import CacheKey, search_key
+from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, search_key
 from searchfuse.guard.calls import Binder
 from searchfuse.guard.checklist import Lookup
 from searchfuse.guard.core import _MISS, DEFAULT_MIN_INTERVAL, Guard, GuardState, _Flow
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse
 from searchfuse.guard.turns import TurnBudget
+
+if TYPE_CHECKING:
+    from searchfuse.guard._wrapper import GuardedFunction
 
 __all__ = [
     "DEFAULT_MIN_INTERVAL",
@@ -120,30 +131,6 @@ def _check_inject(func: Any, inject: str) -> None:
     )
 
 
-class GuardedFunction(wrapt.FunctionWrapper[..., Any]):
-    """A guarded tool. Call it exactly like the callable it wraps.
-
-    It keeps the wrapped callable's signature, name, docstring,
-    ``__wrapped__`` and coroutine-ness, binds as a method, classmethod or
-    static method like the original, and adds :meth:`guard_state` and
-    :attr:`guard`.
-    """
-
-    # No class-level annotation for ``_self_guard``: it would give the proxy an
-    # ``__annotations__`` of its own and hide the wrapped function's.
-
-    @property
-    def guard(self) -> Guard:
-        """The :class:`~searchfuse.Guard` holding this tool's rules and state."""
-        core: Guard = self._self_guard
-        return core
-
-    def guard_state(self) -> GuardState:
-        """What the guard knows now: turn count, fuse, cooldown left, cache size, counters."""
-        core: Guard = self._self_guard
-        return core.state()
-
-
 def guard_state(tool: Callable[..., Any]) -> GuardState:
     """The :class:`GuardState` of a guarded tool (or of a method bound from one).
 
@@ -159,7 +146,17 @@ def guard_state(tool: Callable[..., Any]) -> GuardState:
 class _Shell:
     """Hands each call of one guarded tool to its :class:`Guard`, then applies ``on_refusal``."""
 
-    __slots__ = ("_binders", "core", "looks_up_first", "on_refusal", "reads_call", "routed")
+    __slots__ = (
+        "_binders",
+        "_bound",
+        "_known",
+        "_plain",
+        "core",
+        "looks_up_first",
+        "on_refusal",
+        "reads_call",
+        "routed",
+    )
 
     def __init__(self, core: Guard, on_refusal: OnRefusal) -> None:
         self.core = core
@@ -172,6 +169,9 @@ class _Shell:
         # there is one, must be asked first, so then the flow does it all).
         self.looks_up_first = core.cache is not None and not core.checklist
         self._binders: dict[bool, Binder] = {}
+        self._plain: Binder | None = None
+        self._bound: Binder | None = None
+        self._known: dict[Hashable, tuple[str, dict[str, Any], Hashable]] = {}
 
     def binder(self, wrapped: Callable[..., Any], instance: Any) -> Binder:
         # wrapt hands over a bound callable whenever there is an instance
@@ -191,6 +191,10 @@ class _Shell:
             parameters = [p for p in signature.parameters.values() if p.name != inject]
             signature = signature.replace(parameters=parameters)
         binder = self._binders[bound] = Binder(signature, tool=self.core.name)
+        if bound:
+            self._bound = binder
+        else:
+            self._plain = binder
         return binder
 
     def backend(
@@ -219,18 +223,55 @@ class _Shell:
         kwargs: dict[str, Any],
     ) -> tuple[Any, _Flow | None, str | None, dict[str, Any] | None]:
         """``(hit, None, ...)`` for a cache hit, else ``(_MISS, flow, query, params)``."""
-        query: str | None = None
-        params: dict[str, Any] | None = None
-        key: Hashable = None
         core = self.core
-        if self.reads_call:
-            query, params = self.binder(wrapped, instance).read(args, kwargs)
-            if self.looks_up_first:
-                key = core.cache_key(query, **params)
-                hit = core._hit(key)
+        if not self.reads_call:
+            return _MISS, core._search(None), None, None  # a bare pass-through
+        looks_up_first = self.looks_up_first
+        seen: Hashable = None
+        if looks_up_first and instance is None:
+            # The same arguments read the same way: their reading is remembered
+            # (bounded), so a repeated call skips binding and normalising.
+            seen = (args, tuple(kwargs.items())) if kwargs else args
+            try:
+                known = self._known.get(seen)
+            except TypeError:  # an unhashable argument: read it every time
+                known = seen = None
+            if known is not None:
+                query, remembered, key = known
+                hit = self.cached(core, key)
                 if hit is not _MISS:
-                    return hit, None, query, params
+                    return hit, None, None, None
+                return _MISS, core._flow(query, dict(remembered), key), query, dict(remembered)
+        binder = self._bound if instance is not None else self._plain
+        if binder is None:
+            binder = self.binder(wrapped, instance)
+        query, params = binder.read(args, kwargs)
+        key = None
+        if looks_up_first:
+            key = core.key_of(query, params)
+            if seen is not None and _plain_values(params):
+                if len(self._known) >= REMEMBERED_CALLS:
+                    self._known.clear()
+                self._known[seen] = (query, dict(params), key)
+            hit = self.cached(core, key)
+            if hit is not _MISS:
+                return hit, None, None, None
         return _MISS, core._flow(query, params, key), query, params
+
+    @staticmethod
+    def cached(core: Guard, key: Hashable) -> Any:
+        """The cached answer for ``key`` (counted as a hit), or ``_MISS``: before any flow."""
+        cache = core.cache
+        if cache is None:
+            return _MISS
+        with CACHE_LOCK:
+            try:
+                hit = cache[key]
+            except KeyError:
+                return _MISS
+        next(core._stats.cache_hits)
+        _telemetry.cache_hit()
+        return hit
 
     def __call__(
         self,
@@ -280,6 +321,14 @@ def _check_callable(func: Any) -> None:
 
 
 _RefusalHandler = Callable[[SearchRefused], Any]
+
+#: Distinct argument tuples a guarded tool remembers the reading of.
+REMEMBERED_CALLS = 256
+
+
+def _plain_values(params: dict[str, Any]) -> bool:
+    # Only immutable plain values: a remembered reading can never go stale.
+    return all(type(value) in _PLAIN_TYPES for value in params.values())
 
 
 @overload
@@ -537,11 +586,27 @@ def guard(
         _check_callable(func)
         if inject is not None:
             _check_inject(func, inject)
+        from searchfuse.guard._wrapper import GuardedFunction  # wrapt, on first use
+
         shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal)
-        guarded = GuardedFunction(func, shell.acall if _is_async(func) else shell)
+        wrapper = shell.acall if _is_async(func) else shell
+        guarded = GuardedFunction(func, wrapper)
         guarded.__self_setattr__("_self_guard", shell.core)  # kept on the proxy, not the function
+        # A plain function (not a bound method, not a descriptor) is called
+        # with no instance: GuardedFunction.__call__ takes a shortcut then.
+        direct = wrapper if inspect.isfunction(func) else None
+        guarded.__self_setattr__("_self_direct", direct)
         return guarded
 
     if func is None:
         return decorate
     return decorate(func)
+
+
+def __getattr__(name: str) -> Any:
+    # GuardedFunction is a wrapt proxy; wrapt loads when it is first needed (PEP 562).
+    if name == "GuardedFunction":
+        from searchfuse.guard._wrapper import GuardedFunction
+
+        return GuardedFunction
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -82,9 +82,10 @@ class Fuse:
 
     def check(self, now: float) -> None:
         """Raise :class:`~searchfuse.CooldownActive` if a cooldown runs at ``now``."""
-        left = self.remaining(now)
-        if left > 0:
-            raise CooldownActive(left, cause=self._cause)
+        until = self._cooldown_until
+        if until is None or until <= now:
+            return  # the common case, on every search: no further call
+        raise CooldownActive(until - now, cause=self._cause)
 
     def trip(self, seconds: float, *, now: float, cause: str = "rate limit") -> float:
         """Refuse searches for ``seconds`` from ``now``; return the seconds actually left.

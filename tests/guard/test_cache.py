@@ -285,3 +285,29 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_search(backend, clo
     assert await leader == {"query": "q"}
     assert waiter.cancelled()
     assert backend.queries == ["q"]
+
+
+def test_a_mutated_default_argument_is_a_new_search(backend, clock):
+    domains = ["python.org"]
+
+    @guard(clock=clock, per_turn=None)
+    def web_search(query: str, include_domains: list = domains) -> dict:
+        return backend.search(f"{query} {include_domains}")
+
+    web_search("release")
+    web_search("release")  # cached
+    domains.append("peps.python.org")
+    web_search("release")  # the same call reads differently now: not the cached answer
+
+    assert len(backend.queries) == 2
+
+
+def test_calls_with_unhashable_arguments_are_still_cached(backend, clock):
+    @guard(clock=clock, per_turn=None)
+    def web_search(query: str, include_domains: list | None = None) -> dict:
+        return backend.search(query)
+
+    web_search("release", ["python.org"])
+    web_search("Release ", ["python.org"])
+
+    assert backend.queries == ["release"]

@@ -61,3 +61,18 @@ def test_policy_reads_answers_through_the_neutral_module() -> None:
     assert policy.retry_after_of is _answers.retry_after_of
     assert policy.clamp_park is _answers.clamp_park
     assert policy.MAX_PARK == _answers.MAX_PARK
+
+
+def test_import_searchfuse_defers_what_only_a_guarded_call_needs() -> None:
+    # wrapt (which imports importlib.metadata), cachetools, asyncio and
+    # email.utils load on first use, not on `import searchfuse`.
+    code = (
+        "import sys\n"
+        "import searchfuse\n"
+        "print(sorted(m for m in ('wrapt', 'cachetools', 'asyncio', 'email.utils',"
+        " 'importlib.metadata') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
