@@ -1,7 +1,7 @@
 """OpenTelemetry spans and metrics, when ``opentelemetry-api`` is installed; nothing otherwise.
 
-``pip install "searchfuse[otel]"`` (from a checkout: ``pip install ".[otel]"``)
-brings the API; an application that configures an OpenTelemetry SDK then sees:
+The ``otel`` extra (in a checkout: ``pip install ".[otel]"``) brings the
+API; an application that configures an OpenTelemetry SDK then sees:
 
 - one span ``searchfuse.search`` per router search, with the masked key that
   served it, the outcome (``served``, ``refused`` or ``failed``), who served

@@ -245,6 +245,11 @@ BAD_COMMAND_LINES: list[tuple[str, ...]] = [
     ("init", "afile/sub"),
     ("init", ""),
     ("init", "a", "b"),
+    ("mcp", "--http", "abc"),
+    ("mcp", "--http", "0"),
+    ("mcp", "--http", "65536"),
+    ("mcp", "--host"),
+    ("mcp", "extra"),
 ]
 
 
