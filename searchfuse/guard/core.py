@@ -550,7 +550,8 @@ class Guard:
         ``again``: the call chain already runs this very search (a tool
         retrying itself): the fuse still applies, the budget was paid.
         """
-        now = self.now()
+        clock = self.clock
+        now = clock() if clock is not None else _clock.now()
         self.fuse.check(now)
         if self.router is not None:
             self.router.ensure_available()

@@ -9,6 +9,7 @@ methods alike.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Coroutine, Hashable, Iterable, MutableMapping
 from typing import (
@@ -205,7 +206,7 @@ class _Shell:
         inject = self.core.inject
         if inject is not None:
             return lambda key: wrapped(*args, **{**kwargs, inject: key})
-        return lambda: wrapped(*args, **kwargs)
+        return functools.partial(wrapped, *args, **kwargs)  # called in C: no extra frame
 
     def refused(self, refusal: SearchRefused) -> Any:
         on_refusal = self.on_refusal

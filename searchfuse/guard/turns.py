@@ -184,7 +184,7 @@ class TurnBudget:
                 self._leave_implicit(now)
         if not allowed:
             raise TurnLimitReached(per_turn if per_turn is not None else 0)
-        return Reservation(key, implicit=turn_id is None)
+        return Reservation(key, turn_id is None)
 
     def release(self, reservation: Reservation, *, now: float, used: bool = True) -> None:
         """Mark the reserved search finished.
