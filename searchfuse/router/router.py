@@ -338,6 +338,9 @@ class Router:
         self._secrets = tuple(entry.key for entry in self.config.keys)
         self._sticky: tuple[str, float] | None = None
         self._sticky_lock = threading.Lock()
+        self._view_lock = threading.Lock()
+        self._view_state: State | None = None
+        self._view_token: Any = None
         self._pending: list[Callable[[State], None]] = []
         self._pending_lock = threading.Lock()
         self._warn_if_degraded(_missing)
@@ -424,14 +427,52 @@ class Router:
     def _scrub(self, text: str) -> str:
         return redact(text, self._secrets)
 
+    def _view(self, now: float) -> State:
+        """The store's state as of ``now``, kept up to date from what changed.
+
+        Each look asks the store only for the records changed since the last
+        one (for SQLite one indexed query, none when nothing changed), so a
+        search does not reread every key. The view is never modified in place:
+        a change makes a new one, so readers in other threads see a whole state.
+        """
+        with self._view_lock:
+            changes = self.store.changes(now, self._view_token)
+            old = self._view_state
+            if changes.complete or old is None or old.month != changes.month:
+                state = State(
+                    month=changes.month,
+                    keys=changes.keys,
+                    accounts=changes.accounts,
+                    hold_until=changes.hold_until,
+                    hold_key=changes.hold_key,
+                )
+            elif (
+                changes.keys
+                or changes.accounts
+                or (changes.hold_until, changes.hold_key) != (old.hold_until, old.hold_key)
+            ):
+                state = State(
+                    month=changes.month,
+                    keys={**old.keys, **changes.keys} if changes.keys else old.keys,
+                    accounts=(
+                        {**old.accounts, **changes.accounts} if changes.accounts else old.accounts
+                    ),
+                    hold_until=changes.hold_until,
+                    hold_key=changes.hold_key,
+                )
+            else:
+                state = old
+            self._view_state, self._view_token = state, changes.token
+            return state
+
     def _snapshot(self) -> tuple[float, list[Candidate]]:
         now = self.now()
-        return now, candidates(self.config.keys, self.store.read(now))
+        return now, candidates(self.config.keys, self._view(now))
 
     def _pick_with_state(self, tried: set[str]) -> tuple[KeyEntry | None, State, float]:
         """The key to use next, with the state snapshot it was chosen from."""
         now = self.now()
-        state = self.store.read(now)
+        state = self._view(now)
         # The hold and the parked key are written in one update, so a thread
         # that sees the key parked also sees the hold (no walk to the next key).
         self._refuse_if_held(state, now)
@@ -510,7 +551,7 @@ class Router:
 
     def _hold(self) -> tuple[float, str | None]:
         now = self.now()
-        return self._hold_of(self.store.read(now), now)
+        return self._hold_of(self._view(now), now)
 
     def _refuse_if_held(self, state: State, now: float) -> None:
         left, masked = self._hold_of(state, now)
@@ -1146,7 +1187,7 @@ class Router:
         key is cooling, exhausted or disabled.
         """
         now = self.now()
-        state = self.store.read(now)
+        state = self._view(now)
         self._refuse_if_held(state, now)
         if not rank(candidates(self.config.keys, state), now):
             raise self._no_key({})

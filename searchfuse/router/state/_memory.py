@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, TxState
-from searchfuse.router.state._model import Ring, State, month_of, rolled, rollover
+from searchfuse.router.state._model import State, month_of, rolled, rollover
 
 __all__ = ["MemoryStore"]
 
@@ -51,7 +51,6 @@ class MemoryStore:
                 accounts={n: replace(a) for n, a in state.accounts.items()},
                 hold_until=state.hold_until,
                 hold_key=state.hold_key,
-                rings={n: Ring(r.size, r.seq, list(r.slots)) for n, r in state.rings.items()},
             )
 
     def update(self, now: float, change: Callable[[State], T]) -> T:

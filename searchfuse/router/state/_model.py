@@ -209,36 +209,43 @@ class Ring:
     costs one slot read and one slot write per event whatever ``size`` is.
     """
 
-    __slots__ = ("seq", "slots")
+    __slots__ = ("seq", "size", "slots")
 
     def __init__(self, size: int, seq: int = 0, slots: list[float | None] | None = None) -> None:
+        self.size = size
         self.seq = seq
-        self.slots: list[float | None] = slots if slots is not None else [None] * size
+        #: Grows to ``size`` as events come: a rate of a million costs nothing until used.
+        self.slots: list[float | None] = slots if slots is not None else []
 
-    @property
-    def size(self) -> int:
-        return len(self.slots)
+    def get(self, index: int) -> float | None:
+        """The time in slot ``index`` (``None``: never used)."""
+        return self.slots[index] if index < len(self.slots) else None
+
+    def set(self, index: int, t: float | None) -> None:
+        """Put time ``t`` in slot ``index``."""
+        if index >= len(self.slots):
+            self.slots.extend([None] * (index + 1 - len(self.slots)))
+        self.slots[index] = t
 
     def resized(self, size: int) -> Ring:
         """The same history in a ring of ``size`` slots (the newest events kept)."""
-        times = self.ordered()[-size:] if size else []
         ring = Ring(size)
-        for t in times:
-            ring.slots[ring.seq % size] = t
+        for t in self.ordered()[-size:] if size else []:
+            ring.set(ring.seq % size, t)
             ring.seq += 1
         return ring
 
     def ordered(self) -> list[float]:
         """The remembered times, oldest first."""
         n = self.size
-        out = [self.slots[(self.seq + i) % n] for i in range(n)] if n else []
+        out = [self.get((self.seq + i) % n) for i in range(n)] if n else []
         return [t for t in out if t is not None]
 
     def wait(self, window: float, now: float) -> float:
         """Seconds until the next event fits (0.0: now)."""
-        if not self.slots:
+        if self.size <= 0:
             return math.inf
-        oldest = self.slots[self.seq % self.size]
+        oldest = self.get(self.seq % self.size)
         if oldest is None:
             return 0.0
         return max(0.0, oldest + window - now)
@@ -247,7 +254,7 @@ class Ring:
         """Record an event now if it fits and return 0.0, else the seconds to wait."""
         wait = self.wait(window, now)
         if wait <= 0.0:
-            self.slots[self.seq % self.size] = now
+            self.set(self.seq % self.size, now)
             self.seq += 1
         return wait
 
@@ -442,6 +449,14 @@ class BadValue(ValueError):
 
 def _parse(kind: str, value: Any) -> Any:
     """``value`` as ``kind`` (accepting the text form Redis stores), or :class:`BadValue`."""
+    # The common case first: a typed column already holds the right type.
+    cls = type(value)
+    if cls is float and kind[0] == "f" and math.isfinite(value) and abs(value) <= 1e15:
+        return value
+    if cls is int and kind[0] == "i" and abs(value) <= 2**62:
+        return value
+    if cls is str and kind[0] == "s" and value and len(value) <= _MAX_TEXT:
+        return value
     if value is None or value == "":
         if kind.endswith("?"):
             return None
@@ -576,7 +591,10 @@ def state_to_json(state: State) -> dict[str, Any]:
         "accounts": {n: account_to_fields(a) for n, a in sorted(state.accounts.items())},
         "hold_until": state.hold_until,
         "hold_key": state.hold_key,
-        "rings": {n: {"seq": r.seq, "slots": r.slots} for n, r in sorted(state.rings.items())},
+        "rings": {
+            n: {"size": r.size, "seq": r.seq, "slots": r.slots}
+            for n, r in sorted(state.rings.items())
+        },
     }
 
 
@@ -638,15 +656,18 @@ def _ring_from_json(raw: Any) -> Ring | None:
     if not isinstance(raw, dict):
         return None
     seq, slots = raw.get("seq"), raw.get("slots")
+    size = raw.get("size", len(slots) if isinstance(slots, list) else None)
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         return None
-    if not isinstance(slots, list) or not slots or len(slots) > 1_000_000:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1_000_000:
+        return None
+    if not isinstance(slots, list) or len(slots) > size:
         return None
     try:
         parsed = [_parse("float?", t) for t in slots]
     except BadValue:
         return None
-    return Ring(len(parsed), seq, parsed)
+    return Ring(size, seq, parsed)
 
 
 # -- the pick: one decision, inside the store's transaction -------------------------------

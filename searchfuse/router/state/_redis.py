@@ -128,7 +128,8 @@ class _Tx(TxState):
         if stored:
             raw = self._pipe.hgetall(key)
             for i in range(stored):
-                ring.slots[i] = optional_number(raw.get(f"s{i}"), f"pacing log {name}")
+                if f"s{i}" in raw:
+                    ring.set(i, optional_number(raw[f"s{i}"], f"pacing log {name}"))
         if ring.size != size:
             ring = ring.resized(size)
             fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
@@ -142,7 +143,7 @@ class _Tx(TxState):
         if stored != limit:
             resized = self.ring(name, limit)  # its rewrite is queued for MULTI
             seq = resized.seq
-            oldest = resized.slots[seq % limit]
+            oldest = resized.get(seq % limit)
         else:
             oldest = optional_number(self._pipe.hget(key, f"s{seq % limit}"), f"pacing log {name}")
         slot = seq % limit

@@ -180,7 +180,7 @@ def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
     ring = Ring(int(row[0]), int(row[1]))
     for slot, t in conn.execute("SELECT slot, t FROM ring_slots WHERE name = ?", (name,)):
         if _positive_int(slot, zero=True) and slot < ring.size:
-            ring.slots[slot] = optional_number(t, f"pacing log {name}")
+            ring.set(slot, optional_number(t, f"pacing log {name}"))
     return ring
 
 
@@ -481,13 +481,6 @@ class SqliteStore:
             hold_until=changes.hold_until,
             hold_key=changes.hold_key,
         )
-        try:
-            conn = self._conn()
-            rings = conn.execute("SELECT name, size, seq FROM rings").fetchall()
-            for name, size, seq in rings:
-                state.rings[name] = _load_ring(conn, name, (size, seq))
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
         return state
 
     def changes(self, now: float, since: Any) -> Changes:
