@@ -9,9 +9,9 @@ runs a router with pacing on, over one SQLite file, then over one Redis (a
 ``redis-server`` from PATH on a free loopback port unless ``--redis`` is
 given). Time runs ``--scale`` times faster than the wall clock for the
 simulator and every router alike (one shared epoch), so a two-minute run
-takes twelve seconds once every process is ready. Printed: the 429s the simulator answered (the target is
-0) and the searches served against the keys' aggregate rate over the run
-(the target is at least 95%).
+takes twelve seconds once every process is ready. Printed: the 429s the
+simulator answered (the target is 0) and the searches served against the
+keys' aggregate rate over the run (the target is at least 95%).
 """
 
 from __future__ import annotations

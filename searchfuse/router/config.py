@@ -13,6 +13,7 @@ migrated to v2 on load: backup first, verify, then replace atomically.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -103,17 +104,18 @@ class KeyEntry:
     #: Tavily's published limit for the kind of key, see :func:`key_rpm`).
     rpm: int | None = None
 
-    @property
+    # Computed once: selection reads them for every key on every search.
+    @functools.cached_property
     def fingerprint(self) -> str:
         """A short hash identifying the key in state files and logs."""
         return fingerprint(self.key)
 
-    @property
+    @functools.cached_property
     def masked(self) -> str:
         """The key as people see it: ``tvly-dev-…a1b2``."""
         return mask(self.key)
 
-    @property
+    @functools.cached_property
     def account_id(self) -> str:
         """The account whose plan this key draws on (the key itself when unknown)."""
         return self.account or f"key:{self.fingerprint}"

@@ -53,7 +53,14 @@ from searchfuse.router.config import (
 )
 from searchfuse.router.diagnose import Diagnosis, Step, diagnose_candidates
 from searchfuse.router.policy import Outcome, Park
-from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
+from searchfuse.router.selection import (
+    Candidate,
+    Ranking,
+    blocked_reason,
+    candidates,
+    rank,
+    remaining,
+)
 from searchfuse.router.state import (
     AccountUsage,
     Grant,
@@ -338,7 +345,8 @@ class Router:
         self._secrets = tuple(entry.key for entry in self.config.keys)
         self._sticky: tuple[str, float] | None = None
         self._sticky_lock = threading.Lock()
-        self._view_lock = threading.Lock()
+        self._view_lock = threading.RLock()
+        self._ranking = Ranking(self.config.keys)
         self._view_state: State | None = None
         self._view_token: Any = None
         self._pending: list[Callable[[State], None]] = []
@@ -428,42 +436,49 @@ class Router:
         return redact(text, self._secrets)
 
     def _view(self, now: float) -> State:
-        """The store's state as of ``now``, kept up to date from what changed.
+        """The store's state as of ``now``, kept up to date from what changed."""
+        with self._view_lock:
+            return self._refresh(now)
+
+    def _refresh(self, now: float) -> State:
+        """Bring the view and the ranking up to date (hold ``_view_lock``).
 
         Each look asks the store only for the records changed since the last
         one (for SQLite one indexed query, none when nothing changed), so a
-        search does not reread every key. The view is never modified in place:
-        a change makes a new one, so readers in other threads see a whole state.
+        search does not reread every key, and the ranking re-scores only those.
+        The view is never modified in place: a change makes a new one, so
+        readers in other threads always see a whole state.
         """
-        with self._view_lock:
-            changes = self.store.changes(now, self._view_token)
-            old = self._view_state
-            if changes.complete or old is None or old.month != changes.month:
-                state = State(
-                    month=changes.month,
-                    keys=changes.keys,
-                    accounts=changes.accounts,
-                    hold_until=changes.hold_until,
-                    hold_key=changes.hold_key,
-                )
-            elif (
-                changes.keys
-                or changes.accounts
-                or (changes.hold_until, changes.hold_key) != (old.hold_until, old.hold_key)
-            ):
-                state = State(
-                    month=changes.month,
-                    keys={**old.keys, **changes.keys} if changes.keys else old.keys,
-                    accounts=(
-                        {**old.accounts, **changes.accounts} if changes.accounts else old.accounts
-                    ),
-                    hold_until=changes.hold_until,
-                    hold_key=changes.hold_key,
-                )
-            else:
-                state = old
-            self._view_state, self._view_token = state, changes.token
-            return state
+        changes = self.store.changes(now, self._view_token)
+        old = self._view_state
+        if changes.complete or old is None or old.month != changes.month:
+            state = State(
+                month=changes.month,
+                keys=changes.keys,
+                accounts=changes.accounts,
+                hold_until=changes.hold_until,
+                hold_key=changes.hold_key,
+            )
+            self._ranking.update(state, None, ())
+        elif (
+            changes.keys
+            or changes.accounts
+            or (changes.hold_until, changes.hold_key) != (old.hold_until, old.hold_key)
+        ):
+            state = State(
+                month=changes.month,
+                keys={**old.keys, **changes.keys} if changes.keys else old.keys,
+                accounts=(
+                    {**old.accounts, **changes.accounts} if changes.accounts else old.accounts
+                ),
+                hold_until=changes.hold_until,
+                hold_key=changes.hold_key,
+            )
+            self._ranking.update(state, changes.keys, changes.accounts)
+        else:
+            state = old
+        self._view_state, self._view_token = state, changes.token
+        return state
 
     def _snapshot(self) -> tuple[float, list[Candidate]]:
         now = self.now()
@@ -472,25 +487,24 @@ class Router:
     def _pick_with_state(self, tried: set[str]) -> tuple[KeyEntry | None, State, float]:
         """The key to use next, with the state snapshot it was chosen from."""
         now = self.now()
-        state = self._view(now)
-        # The hold and the parked key are written in one update, so a thread
-        # that sees the key parked also sees the hold (no walk to the next key).
-        self._refuse_if_held(state, now)
-        cands = candidates(self.config.keys, state)
-        ranked = rank(cands, now, exclude=tried)
-        if not ranked:
-            return None, state, now
-        choice = ranked[0].entry
-        with self._sticky_lock:
-            # Searches that come in a burst stay on one key: if the burst draws a
-            # 429, only that key is touched (incident 1). Across bursts the most
-            # remaining quota wins again.
-            if self._sticky is not None and now - self._sticky[1] < STICKY_WINDOW:
-                for c in ranked:
-                    if c.entry.fingerprint == self._sticky[0]:
-                        choice = c.entry
-                        break
-            self._sticky = (choice.fingerprint, now)
+        with self._view_lock:
+            state = self._refresh(now)
+            # The hold and the parked key are written in one update, so a thread
+            # that sees the key parked also sees the hold (no walk to the next key).
+            self._refuse_if_held(state, now)
+            ranked = self._ranking.best(now, exclude=tried)
+            if not ranked:
+                return None, state, now
+            choice = ranked[0].entry
+            with self._sticky_lock:
+                # Searches that come in a burst stay on one key: if the burst draws a
+                # 429, only that key is touched (incident 1). Across bursts the most
+                # remaining quota wins again.
+                if self._sticky is not None and now - self._sticky[1] < STICKY_WINDOW:
+                    fp = self._sticky[0]
+                    if fp not in tried and self._ranking.usable(fp, now) is not None:
+                        choice = self._ranking.entries[fp]
+                self._sticky = (choice.fingerprint, now)
         return choice, state, now
 
     def _no_key(

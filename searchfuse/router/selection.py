@@ -6,6 +6,7 @@ router, ``status`` and the diagnosis all agree on what "available" means.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -13,7 +14,16 @@ from dataclasses import dataclass, replace
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, Availability, KeyState, State
 
-__all__ = ["Candidate", "blocked_reason", "candidates", "rank", "remaining", "score"]
+__all__ = [
+    "Candidate",
+    "Ranking",
+    "blocked_reason",
+    "candidate",
+    "candidates",
+    "rank",
+    "remaining",
+    "score",
+]
 
 
 @dataclass(frozen=True)
@@ -25,17 +35,19 @@ class Candidate:
     account: AccountUsage
 
 
+def candidate(entry: KeyEntry, state: State) -> Candidate:
+    """One configured key with its records (empty records for an unknown key)."""
+    ks = state.keys.get(entry.fingerprint) or KeyState(account=entry.account)
+    if entry.disabled and not ks.disabled:
+        # Disabled in the config: the snapshot says so, the store is not touched.
+        ks = replace(ks, disabled=True)
+    acc = state.accounts.get(entry.account_id) or AccountUsage()
+    return Candidate(entry, ks, acc)
+
+
 def candidates(entries: Iterable[KeyEntry], state: State) -> list[Candidate]:
     """Pair each configured key with its records (empty records for unknown keys)."""
-    out = []
-    for entry in entries:
-        ks = state.keys.get(entry.fingerprint) or KeyState(account=entry.account)
-        if entry.disabled and not ks.disabled:
-            # Disabled in the config: the snapshot says so, the store is not touched.
-            ks = replace(ks, disabled=True)
-        acc = state.accounts.get(entry.account_id) or AccountUsage()
-        out.append(Candidate(entry, ks, acc))
-    return out
+    return [candidate(entry, state) for entry in entries]
 
 
 def blocked_reason(c: Candidate, now: float) -> str | None:
@@ -87,3 +99,75 @@ def score(c: Candidate, index: int) -> tuple[float, float, float, int]:
     """The sort key of a key that can serve: lower is better."""
     last = c.state.last_used_at
     return (-remaining(c), c.state.search_usage(), last if last is not None else -math.inf, index)
+
+
+class Ranking:
+    """The keys that can serve, best first, kept in order as the state changes.
+
+    :func:`rank` sorts every key on every call; with a thousand keys that is
+    most of a search's cost. A ``Ranking`` re-scores only the keys whose
+    records (or whose account's records) changed, keeps the usable ones in a
+    sorted list, and checks cooldowns against the clock when asked. Its order
+    is :func:`rank`'s order.
+    """
+
+    def __init__(self, entries: Sequence[KeyEntry]) -> None:
+        self.entries = {e.fingerprint: e for e in entries}
+        self.position = {e.fingerprint: i for i, e in enumerate(entries)}
+        self.by_account: dict[str, list[str]] = {}
+        for e in entries:
+            self.by_account.setdefault(e.account_id, []).append(e.fingerprint)
+        self.state: State | None = None
+        self.cands: dict[str, Candidate] = {}
+        self.order: list[tuple[tuple[float, float, float, int], str]] = []
+        self.scores: dict[str, tuple[float, float, float, int]] = {}
+
+    def update(self, state: State, keys: Iterable[str] | None, accounts: Iterable[str]) -> None:
+        """Bring the order up to date with ``state``; ``keys=None``: everything changed."""
+        if keys is None or self.state is None:
+            self.state = state
+            self.order, self.scores = [], {}
+            self.cands = {}
+            touched: Iterable[str] = self.entries
+        else:
+            self.state = state
+            names = {fp for fp in keys if fp in self.entries}
+            for account in accounts:
+                names.update(self.by_account.get(account, ()))
+            touched = names
+        for fp in touched:
+            self._place(fp, state)
+
+    def _place(self, fp: str, state: State) -> None:
+        old = self.scores.pop(fp, None)
+        if old is not None:
+            i = bisect.bisect_left(self.order, (old, fp))
+            if i < len(self.order) and self.order[i] == (old, fp):
+                del self.order[i]
+        c = self.cands[fp] = candidate(self.entries[fp], state)
+        ks = c.state
+        if ks.disabled or ks.exhausted:
+            return
+        # A cooling key stays in the order: best() checks the clock.
+        new = score(c, self.position[fp])
+        self.scores[fp] = new
+        bisect.insort(self.order, (new, fp))
+
+    def best(self, now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
+        """The usable keys at ``now``, best first (lazily: stops at the first usable one
+        unless ``exclude`` asks for more)."""
+        skip = set(exclude)
+        out = []
+        for _, fp in self.order:
+            if fp in skip:
+                continue
+            c = self.cands[fp]
+            if blocked_reason(c, now) is None:
+                out.append(c)
+                break
+        return out
+
+    def usable(self, fp: str, now: float) -> Candidate | None:
+        """``fp``'s candidate if it can serve at ``now``."""
+        c = self.cands.get(fp)
+        return c if c is not None and blocked_reason(c, now) is None else None

@@ -1,0 +1,129 @@
+"""The state stores under load: p99 of an update with 8 processes, and the router's
+own overhead with 1,000 keys against one key.
+
+Run: ``python benchmarks/bench_store.py [--processes 8] [--updates 300]``
+
+1. Each of ``--processes`` processes applies a search's success to one shared
+   store as fast as it can (the update every search makes); printed are the
+   median and p99 latency of one update, per store (JSON file, SQLite, Redis
+   from a ``redis-server`` on PATH), and the p99 ratio to SQLite.
+2. ``Router.search`` against an in-process transport that answers at once, so
+   what is measured is the router (selection, pacing, state) and not HTTP:
+   1,000 keys against one key, default store (SQLite), ratio in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+
+from searchfuse import Router
+from searchfuse.router.config import KeyEntry
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore
+    kind, where, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    store = {"json": JsonFileStore, "sqlite": SqliteStore}.get(kind, RedisStore)(where)
+    while time.time() < start:
+        time.sleep(0.001)
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        store.update(time.time(), lambda s: s.apply_success(f"fp{i % 4}", "acct", None, 1.0,
+                                                             time.time()))
+        out.append(time.perf_counter() - t)
+    print(json.dumps(out))
+    """
+)
+
+
+def contention(kind: str, where: str, processes: int, updates: int) -> list[float]:
+    start = time.time() + 3.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, kind, where, str(updates), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    samples: list[float] = []
+    for proc in procs:
+        samples += json.loads(proc.communicate(timeout=600)[0])
+    return sorted(samples)
+
+
+def p(samples: list[float], q: float) -> float:
+    return samples[min(len(samples) - 1, int(q * len(samples)))]
+
+
+def overhead(keys: int, calls: int, state: Path) -> float:
+    body = json.dumps({"results": [], "usage": {"credits": 1}}).encode()
+    usage = json.dumps({"key": {"usage": 0, "limit": None}, "account": {}}).encode()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=usage if request.url.path == "/usage" else body)
+
+    entries = [KeyEntry(f"tvly-dev-over{i:06d}", rpm=1_000_000) for i in range(keys)]
+    router = Router(entries, state=state, transport=httpx.MockTransport(answer))
+    for _ in range(50):
+        router.search("q")
+    best = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            router.search("q")
+        best.append((time.perf_counter() - t) / calls)
+    router.close()
+    return statistics.median(best)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print(f"{args.processes} processes x {args.updates} updates of one shared store")
+        print(f"{'store':8} {'median us':>10} {'p99 us':>10} {'p99 / SQLite':>13}")
+        rows = {
+            "json": contention("json", str(folder / "q.json"), args.processes, args.updates),
+            "sqlite": contention("sqlite", str(folder / "s.db"), args.processes, args.updates),
+        }
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_fleet import redis_server
+
+        if args.redis:
+            rows["redis"] = contention("redis", args.redis, args.processes, args.updates)
+        else:
+            with redis_server(folder) as url:
+                rows["redis"] = contention("redis", url, args.processes, args.updates)
+        base = p(rows["sqlite"], 0.99)
+        for kind, samples in rows.items():
+            print(
+                f"{kind:8} {p(samples, 0.5) * 1e6:10.0f} {p(samples, 0.99) * 1e6:10.0f} "
+                f"{p(samples, 0.99) / base:12.2f}x"
+            )
+        one = overhead(1, args.calls, folder / "one.db")
+        many = overhead(1000, args.calls, folder / "many.db")
+        print("router overhead per search (in-process transport, SQLite store)")
+        print(f"1 key      {one * 1e6:10.0f} us")
+        print(f"1000 keys  {many * 1e6:10.0f} us   {many / one:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
