@@ -40,6 +40,8 @@ class MemoryStore:
             self._state = rolled(self._state, month, now)
             self._revs.clear()
             self._epoch += 1
+            # What survived (running cooldowns) is part of the new month's state.
+            self._revs.update((f"k:{fp}", self._seq) for fp in self._state.keys)
         return self._state
 
     def read(self, now: float) -> State:
