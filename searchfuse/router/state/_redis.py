@@ -186,7 +186,7 @@ class RedisStore:
                 redacted_url(url),
                 None,
                 "Redis state needs the redis client, which is not installed",
-                'pip install "searchfuse[redis]"',
+                'install the "redis" extra (pip install ".[redis]" in a checkout of searchfuse)',
             ) from None
         self._redis = redis
         self.url = redacted_url(url)
