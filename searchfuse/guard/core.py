@@ -178,7 +178,9 @@ class _Flight:
         waiter: asyncio.Future[tuple[str, Any]] = loop.create_future()
 
         def done(future: concurrent.futures.Future[tuple[str, Any]]) -> None:
-            loop.call_soon_threadsafe(_settle, waiter, future.result())
+            # The waiting loop may be gone (its call cancelled, the loop closed).
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, waiter, future.result())
 
         # A plain callback, not asyncio.wrap_future: a waiter that is cancelled
         # must never cancel the search it waits for.

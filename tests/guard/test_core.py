@@ -409,3 +409,24 @@ def test_the_model_gets_a_short_no_key_refusal_and_the_log_gets_the_diagnosis(
     for operator_text in ("keys.json", "searchfuse diagnose", "tvly-dev", "401"):
         assert operator_text not in message
     assert "searchfuse diagnose --probe" in caplog.text
+
+
+def test_a_waiter_whose_event_loop_is_gone_does_not_break_the_leader(
+    backend: Backend, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    rules = Guard(per_turn=None, clock=clock)
+    backend.hold()
+    first, led = _run_in_thread(lambda: rules.run("q", lambda: backend.search("q")))
+    assert backend.entered.wait(timeout=5)
+
+    async def wait_briefly() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(rules.arun("q", backend.asearch), timeout=0.01)
+
+    asyncio.run(wait_briefly())  # the waiter's loop is closed now
+    with caplog.at_level("ERROR"):
+        backend.release()
+        first.join(5)
+    assert led == [{"query": "q", "results": [{"title": "about q"}]}]
+    assert backend.queries == ["q"]
+    assert "exception calling callback" not in caplog.text  # nothing blew up on the way
