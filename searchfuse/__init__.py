@@ -2,10 +2,10 @@
 
 Two halves:
 
-- :func:`guard` wraps any agent's ``web_search`` callable and enforces the
+- [`guard`][searchfuse.guard] wraps any agent's `web_search` callable and enforces the
   agent-facing rules (one search per turn, local lookups first, a hard stop on
   the first 429, refusal during a cooldown, a TTL cache).
-- :class:`Router` spreads Tavily searches over several API keys by real usage
+- [`Router`][searchfuse.Router] spreads Tavily searches over several API keys by real usage
   and explains itself when it cannot serve.
 """
 

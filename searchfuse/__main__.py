@@ -1,4 +1,4 @@
-"""``python -m searchfuse``: the same command line as ``searchfuse``."""
+"""`python -m searchfuse`: the same command line as `searchfuse`."""
 
 import sys
 

@@ -23,7 +23,7 @@ __all__ = [
 
 #: The longest a key (or the guard's fuse) is parked for one answer, whatever Retry-After says.
 MAX_PARK = 3600.0
-#: The longest the caller is ever made to wait inside one call (``on_429="retry"``).
+#: The longest the caller is ever made to wait inside one call (`on_429="retry"`).
 MAX_WAIT = 10.0
 #: The shortest Retry-After believed. The header counts whole seconds, so "0"
 #: (or "0.01") can only mean "under a second"; taken literally it would switch
@@ -32,12 +32,12 @@ MIN_RETRY_AFTER = 1.0
 
 
 def parse_retry_after(value: str | float | int | None, now: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value, or ``None`` if it says nothing usable.
+    """Seconds to wait from a `Retry-After` value, or `None` if it says nothing usable.
 
-    Accepts delta-seconds (``"60"``, ``"0.5"``) and HTTP dates. Negative,
+    Accepts delta-seconds (`"60"`, `"0.5"`) and HTTP dates. Negative,
     non-finite and malformed values count as absent; values below
-    :data:`MIN_RETRY_AFTER` are raised to it. The result is not clamped from
-    above: see :func:`clamp_park` and :func:`clamp_wait`.
+    `MIN_RETRY_AFTER` are raised to it. The result is not clamped from
+    above: see `clamp_park` and `clamp_wait`.
     """
     if value is None:
         return None
@@ -70,12 +70,12 @@ def parse_retry_after(value: str | float | int | None, now: float) -> float | No
 
 
 def clamp_park(seconds: float) -> float:
-    """How long a key may be parked for one answer: 0 .. :data:`MAX_PARK`."""
+    """How long a key may be parked for one answer: 0 .. `MAX_PARK`."""
     return min(max(seconds, 0.0), MAX_PARK)
 
 
 def clamp_wait(seconds: float) -> float:
-    """How long a caller may be made to wait inside one call: 0 .. :data:`MAX_WAIT`."""
+    """How long a caller may be made to wait inside one call: 0 .. `MAX_WAIT`."""
     return min(max(seconds, 0.0), MAX_WAIT)
 
 
@@ -106,9 +106,9 @@ def _int_status(value: Any) -> int | None:
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status an exception stands for, if any.
 
-    Recognises searchfuse's own errors, ``httpx.HTTPStatusError`` (through
-    its ``response``, without importing httpx), tavily-python's errors, and
-    any exception carrying ``status_code`` or ``response.status_code``.
+    Recognises searchfuse's own errors, `httpx.HTTPStatusError` (through
+    its `response`, without importing httpx), tavily-python's errors, and
+    any exception carrying `status_code` or `response.status_code`.
     """
     code = _int_status(getattr(exc, "status_code", None))
     if code is not None:
@@ -120,7 +120,7 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def retry_after_of(exc: BaseException, now: float) -> float | None:
-    """The Retry-After an exception carries (header, attribute), unclamped, or ``None``."""
+    """The Retry-After an exception carries (header, attribute), unclamped, or `None`."""
     for attr in ("retry_after", "retry_after_seconds"):
         value: Any = getattr(exc, attr, None)
         if value is not None:

@@ -35,12 +35,12 @@ STALE_TEMP_AGE = 600.0
 
 
 def timestamp(epoch: float) -> str:
-    """``20261130T081300Z``: sortable, filename-safe, UTC."""
+    """`20261130T081300Z`: sortable, filename-safe, UTC."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch))
 
 
 def _free_name(base: Path) -> Path:
-    """``base`` if free, else ``base.1``, ``base.2``... (two backups in one second)."""
+    """`base` if free, else `base.1`, `base.2`... (two backups in one second)."""
     if not base.exists():
         return base
     n = 1
@@ -52,16 +52,16 @@ def _free_name(base: Path) -> Path:
 
 
 def temp_pattern(path: Path) -> re.Pattern[str]:
-    """The names :func:`atomic_write` gives its temp files for ``path``: ``.<name>.XXXXXXXX.tmp``.
+    """The names `atomic_write` gives its temp files for `path`: `.<name>.XXXXXXXX.tmp`.
 
-    ``searchfuse init`` writes ignore rules covering them, so a temp file left
+    `searchfuse init` writes ignore rules covering them, so a temp file left
     by a killed process (it may hold keys) can never be committed.
     """
     return re.compile(rf"\.{re.escape(Path(path).name)}\.[A-Za-z0-9_]{{8}}\.tmp")
 
 
 def is_own_temp(candidate: Path, path: Path) -> bool:
-    """True if ``candidate`` is provably a temp file :func:`atomic_write` made for ``path``:
+    """True if `candidate` is provably a temp file `atomic_write` made for `path`:
     its name, its folder, a regular file, owned by this user, mode 0600."""
     if candidate.parent != Path(path).parent or not temp_pattern(path).fullmatch(candidate.name):
         return False
@@ -77,10 +77,10 @@ def is_own_temp(candidate: Path, path: Path) -> bool:
 
 
 def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -> list[Path]:
-    """Remove temp files of ``path`` left by a process killed mid-write; return what was removed.
+    """Remove temp files of `path` left by a process killed mid-write; return what was removed.
 
-    Only files that are provably ours (see :func:`is_own_temp`) and older than
-    ``max_age`` seconds are touched: a younger one may belong to a write in progress.
+    Only files that are provably ours (see `is_own_temp`) and older than
+    `max_age` seconds are touched: a younger one may belong to a write in progress.
     """
     path = Path(path)
     removed: list[Path] = []
@@ -105,11 +105,11 @@ def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -
 
 
 def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, rename.
+    """Write `data` to `path` atomically: a temp file in the same folder, fsync, rename.
 
     Readers see the old content or the new one, never a half-written file.
-    The file is created with ``mode`` (0600) before any byte is written.
-    ``durable=False`` skips the fsyncs: for files that are a cache (router
+    The file is created with `mode` (0600) before any byte is written.
+    `durable=False` skips the fsyncs: for files that are a cache (router
     state), where a crash may lose the last update but never leaves a torn file.
     """
     path = Path(path)
@@ -138,7 +138,7 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
 
 
 def backup(path: Path, epoch: float) -> Path:
-    """Copy ``path`` byte for byte to ``<name>.bak.<timestamp>`` (mode 0600) and return it.
+    """Copy `path` byte for byte to `<name>.bak.<timestamp>` (mode 0600) and return it.
 
     The copy is read back and compared before this returns, so a caller may
     rely on it when it goes on to rewrite the original.

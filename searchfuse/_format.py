@@ -1,6 +1,6 @@
 """How searchfuse writes durations and ages for people: one formatter for every surface.
 
-The diagnosis and the ``searchfuse status`` table both speak of ages ("synced
+The diagnosis and the `searchfuse status` table both speak of ages ("synced
 30 min ago") and of time left; they read the same function so they can never
 disagree about the same instant.
 """
@@ -13,7 +13,7 @@ __all__ = ["ago", "duration"]
 
 
 def duration(seconds: float) -> str:
-    """A span of time, rounded up: ``"42 s"``, ``"30 min"``, ``"2.5 h"``, ``"3 d"``.
+    """A span of time, rounded up: `"42 s"`, `"30 min"`, `"2.5 h"`, `"3 d"`.
 
     Rounded up so that time left never reads as over while it is not.
     """
@@ -28,5 +28,5 @@ def duration(seconds: float) -> str:
 
 
 def ago(seconds: float | None) -> str:
-    """An age: ``"30 min ago"``, or ``"never"`` when there is none."""
+    """An age: `"30 min ago"`, or `"never"` when there is none."""
     return "never" if seconds is None else f"{duration(seconds)} ago"

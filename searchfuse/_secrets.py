@@ -1,8 +1,8 @@
 """How API keys are shown: masked or fingerprinted, never raw.
 
-A key appears raw in exactly two places: ``config/keys.json`` (or the
-environment) and the ``Authorization`` header of a request. Everywhere else
-(logs, exceptions, ``repr``, status output, state files) it is a fingerprint
+A key appears raw in exactly two places: `config/keys.json` (or the
+environment) and the `Authorization` header of a request. Everywhere else
+(logs, exceptions, `repr`, status output, state files) it is a fingerprint
 or a masked form.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 __all__ = ["fingerprint", "mask", "redact"]
 
-# Tavily keys look like ``tvly-dev-<random>`` or ``tvly-<random>``: the word
+# Tavily keys look like `tvly-dev-<random>` or `tvly-<random>`: the word
 # segments in front are not secret and help a person tell keys apart.
 _PREFIX = re.compile(r"^((?:[a-z]{2,6}-){1,2})")
 _TAVILY_LIKE = re.compile(r"tvly-[A-Za-z0-9_-]{8,}")
@@ -22,12 +22,12 @@ _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}")
 
 
 def fingerprint(key: str) -> str:
-    """A short, stable, non-reversible id for ``key`` (12 hex digits of SHA-256)."""
+    """A short, stable, non-reversible id for `key` (12 hex digits of SHA-256)."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
 
 
 def mask(key: str) -> str:
-    """``tvly-dev-abcdef0123a1b2`` -> ``tvly-dev-…a1b2``.
+    """`tvly-dev-abcdef0123a1b2` -> `tvly-dev-…a1b2`.
 
     Keys too short to mask safely show only their fingerprint.
     """
@@ -40,7 +40,7 @@ def mask(key: str) -> str:
 
 
 def redact(text: str, keys: Iterable[str]) -> str:
-    """``text`` with every occurrence of a known key replaced by its masked form.
+    """`text` with every occurrence of a known key replaced by its masked form.
 
     Also removes anything that looks like a bearer token, so an upstream error
     body that echoes a key we do not know cannot leak it either.

@@ -1,18 +1,18 @@
-"""OpenTelemetry spans and metrics, when ``opentelemetry-api`` is installed; nothing otherwise.
+"""OpenTelemetry spans and metrics, when `opentelemetry-api` is installed; nothing otherwise.
 
-The ``otel`` extra (in a checkout: ``pip install ".[otel]"``) brings the
+The `otel` extra (in a checkout: `pip install ".[otel]"`) brings the
 API; an application that configures an OpenTelemetry SDK then sees:
 
-- one span ``searchfuse.search`` per router search, with the masked key that
-  served it, the outcome (``served``, ``refused`` or ``failed``), who served
-  (``tavily`` or ``fallback``), the credits Tavily charged, and the refusal
+- one span `searchfuse.search` per router search, with the masked key that
+  served it, the outcome (`served`, `refused` or `failed`), who served
+  (`tavily` or `fallback`), the credits Tavily charged, and the refusal
   reason or HTTP status when there was one;
-- counters ``searchfuse.searches`` (by outcome), ``searchfuse.refusals`` (by
-  reason), ``searchfuse.rate_limited`` (429 answers), ``searchfuse.paced_waits``
-  (waits for a key's request rate) and ``searchfuse.cache_hits``.
+- counters `searchfuse.searches` (by outcome), `searchfuse.refusals` (by
+  reason), `searchfuse.rate_limited` (429 answers), `searchfuse.paced_waits`
+  (waits for a key's request rate) and `searchfuse.cache_hits`.
 
-Without ``opentelemetry-api`` every function here returns at once and nothing
-is imported. Even with it, ``import searchfuse`` does not import it: the API
+Without `opentelemetry-api` every function here returns at once and nothing
+is imported. Even with it, `import searchfuse` does not import it: the API
 is loaded on the first search. Keys only ever appear masked.
 """
 
@@ -118,7 +118,7 @@ class SearchSpan:
         self.attributes: dict[str, str | int | float] = {}
 
     def served(self, result: Mapping[str, Any]) -> None:
-        """Record who served ``result`` (Tavily's JSON with searchfuse's ``searchfuse`` entry)."""
+        """Record who served `result` (Tavily's JSON with searchfuse's `searchfuse` entry)."""
         meta = result.get("searchfuse")
         if isinstance(meta, Mapping):
             if isinstance(meta.get("served_by"), str):
@@ -133,9 +133,9 @@ class SearchSpan:
 
 @contextmanager
 def search_span(operation: str = "search") -> Iterator[SearchSpan]:
-    """One span (and one ``searchfuse.searches`` count) around one router search.
+    """One span (and one `searchfuse.searches` count) around one router search.
 
-    The block calls :meth:`SearchSpan.served` with the result; a refusal or
+    The block calls `SearchSpan.served` with the result; a refusal or
     failure raised from the block is recorded as the outcome and re-raised.
     """
     instruments = _get()
@@ -180,7 +180,7 @@ def search_span(operation: str = "search") -> Iterator[SearchSpan]:
 
 
 def _counted(refusal: BaseException) -> bool:
-    """Whether ``refusal`` (or the refusal it was raised from) is already counted."""
+    """Whether `refusal` (or the refusal it was raised from) is already counted."""
     seen: BaseException | None = refusal
     for _ in range(4):
         if seen is None:
@@ -200,7 +200,7 @@ def refused(refusal: SearchRefused) -> None:
 
 
 def rate_limited(key: str | None = None) -> None:
-    """Count one HTTP 429 answer; ``key`` is the masked key it came for, if known."""
+    """Count one HTTP 429 answer; `key` is the masked key it came for, if known."""
     instruments = _get()
     if instruments is not None:
         instruments.rate_limited.add(1, {"searchfuse.key": key} if key else {})

@@ -1,13 +1,13 @@
-"""``searchfuse``: the command line (status, test-keys, search, reset-month, diagnose, init, demo).
+"""`searchfuse`: the command line (status, test-keys, search, reset-month, diagnose, init, demo).
 
-Exit codes: 0 ok, 1 the search failed or was refused (``test-keys``: a key
+Exit codes: 0 ok, 1 the search failed or was refused (`test-keys`: a key
 failed), 2 a usage or config error. A usage error is one line on stderr,
-never a traceback. With ``--json``, stdout is valid JSON whatever happens
-(an error is ``{"error": ..., "message": ...}``).
+never a traceback. With `--json`, stdout is valid JSON whatever happens
+(an error is `{"error": ..., "message": ...}`).
 
-The old ``tavily_multi_key.py`` forms work as they are: ``search --query Q
---count N``, ``status``, ``test-keys`` and ``reset-month``, each with
-``--json``.
+The old `tavily_multi_key.py` forms work as they are: ``search --query Q
+--count N`, `status`, `test-keys` and `reset-month``, each with
+`--json`.
 
 Keys are never printed: only masked forms and fingerprints.
 """
@@ -95,8 +95,8 @@ def _config_path(args: argparse.Namespace) -> Path | None:
 
 
 def make_router(args: argparse.Namespace) -> Router:
-    """The router the options describe: ``--config`` / ``SEARCHFUSE_CONFIG`` /
-    ``config/keys.json``, else keys from the environment."""
+    """The router the options describe: `--config` / `SEARCHFUSE_CONFIG` /
+    `config/keys.json`, else keys from the environment."""
     state: str | None = args.state or os.environ.get("SEARCHFUSE_STATE") or None
     options: dict[str, Any] = {}
     if state:
@@ -110,7 +110,7 @@ def make_router(args: argparse.Namespace) -> Router:
 
 def user_state_path() -> Path:
     """Where the CLI keeps state for keys from the environment: the user's state
-    directory (``platformdirs``), never the working directory."""
+    directory (`platformdirs`), never the working directory."""
     import platformdirs
 
     return Path(platformdirs.user_state_dir("searchfuse")) / "searchfuse.db"
@@ -140,10 +140,10 @@ def _terminal_width() -> int:
 
 
 def _fit(columns: list[_Column], width: int) -> list[int] | None:
-    """Column widths that fit ``width`` by wrapping free text between words, or ``None``.
+    """Column widths that fit `width` by wrapping free text between words, or `None`.
 
     The widest wrapping column gives up room first, down to its longest word
-    (words are never cut) and its ``min_width``.
+    (words are never cut) and its `min_width`.
     """
     gap = 2
     widths = [max(len(c.title), *(len(cell) for cell in c.cells)) for c in columns]
@@ -182,7 +182,7 @@ def _table(columns: list[_Column], widths: list[int]) -> str:
 
 
 def _stacked(columns: list[_Column], width: int) -> str:
-    """One block per key, for a terminal too narrow for the table: ``TITLE: value`` lines."""
+    """One block per key, for a terminal too narrow for the table: `TITLE: value` lines."""
     blocks = []
     for row in range(len(columns[0].cells)):
         lines = [columns[0].cells[row]]
@@ -203,7 +203,7 @@ def _stacked(columns: list[_Column], width: int) -> str:
 
 
 def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str:
-    """The ``searchfuse status`` table, fitted to ``width`` (default: the terminal's).
+    """The `searchfuse status` table, fitted to `width` (default: the terminal's).
 
     Free text (account, notes, cooldown, last error) wraps at word boundaries
     instead of being cut; a terminal too narrow even for that gets one block
@@ -241,7 +241,7 @@ def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str
 
 
 def _line(value: Any, limit: int) -> str:
-    """``value`` as one line of printable text, at most ``limit`` characters."""
+    """`value` as one line of printable text, at most `limit` characters."""
     text = "" if value is None else str(value)[: limit * 4]
     # A lone surrogate (a truncated emoji in the server's JSON) cannot be printed.
     text = text.encode("utf-8", "replace").decode("utf-8")
@@ -250,7 +250,7 @@ def _line(value: Any, limit: int) -> str:
 
 
 def _finite(value: Any) -> Any:
-    """``value`` with NaN and infinities replaced by ``None``: what JSON can say."""
+    """`value` with NaN and infinities replaced by `None`: what JSON can say."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -293,7 +293,7 @@ def _clock_time(epoch: float) -> str:
 def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
     """A refusal told to a person: what happened, and when to try again.
 
-    The exception's ``message`` is written for a language model ("do not switch
+    The exception's `message` is written for a language model ("do not switch
     to another search tool"); this is the text for someone at a terminal.
     """
     now = _clock.now() if now is None else now
@@ -411,7 +411,7 @@ def _template() -> bytes:
 
 
 def _folder(path: Path, what: str) -> None:
-    """Create ``path`` as a folder, or explain in one line why it cannot be one."""
+    """Create `path` as a folder, or explain in one line why it cannot be one."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"searchfuse init: error: {path} is a file, not a folder ({what})")
     try:
@@ -518,7 +518,7 @@ def _path(text: str) -> str:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve ``tavily_search`` to MCP clients until they go away (stdio) or Ctrl-C (HTTP)."""
+    """Serve `tavily_search` to MCP clients until they go away (stdio) or Ctrl-C (HTTP)."""
     try:
         from searchfuse.integrations.mcp import serve
     except ImportError as exc:
@@ -575,7 +575,7 @@ def _add_mcp(add: Callable[..., Any]) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (the ``--help`` hint), not the usage block."""
+    """argparse, but a usage error is one line (the `--help` hint), not the usage block."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
@@ -658,7 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(json_output: bool, kind: str, message: str, extra: dict[str, Any] | None = None) -> None:
-    """Report an error: one block on stderr, and a JSON object on stdout under ``--json``."""
+    """Report an error: one block on stderr, and a JSON object on stdout under `--json`."""
     if json_output:
         _json({"error": kind, "message": message, **(extra or {})})
     _err(message)

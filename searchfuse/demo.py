@@ -1,7 +1,7 @@
-"""``searchfuse demo``: a scripted agent session against the simulated Tavily, offline.
+"""`searchfuse demo`: a scripted agent session against the simulated Tavily, offline.
 
 The simulator runs on a loopback port with made-up keys; a guarded
-``web_search`` tool delegates to a :class:`~searchfuse.Router`; time is a
+`web_search` tool delegates to a [`Router`][searchfuse.Router]; time is a
 fake clock, so cooldowns pass instantly. The transcript shows every rule
 firing: one search per reply, a parallel burst reduced to one request, a 429
 that stops the turn and the cooldown refusal that follows, a cache hit, a
@@ -76,7 +76,7 @@ class DemoResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (``searchfuse demo --json``)."""
+        """JSON-friendly form (`searchfuse demo --json`)."""
         return {
             "base_url": self.base_url,
             "events": [asdict(e) for e in self.events],
@@ -105,7 +105,7 @@ def _describe(result: Any) -> str:
 
 
 def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
-    """Run the scripted session and return what happened (``emit`` sees each step live)."""
+    """Run the scripted session and return what happened (`emit` sees each step live)."""
     clock = FakeClock()
     fake = FakeTavily(keys=DEMO_KEYS, clock=clock)
     with testing_mode(clock), tempfile.TemporaryDirectory() as tmp, fake.serve() as url:

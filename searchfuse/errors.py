@@ -1,7 +1,7 @@
 """Every exception searchfuse raises, in one place.
 
-The hierarchy::
-
+The hierarchy:
+    ```text
     SearchFuseError
     ├── ConfigError            a config file or environment that cannot be used
     ├── SearchRefused          no search happened (or it stopped): tell the model why
@@ -13,14 +13,15 @@ The hierarchy::
     └── SearchFailed           the backend answered with an error the caller must see
         ├── BadRequest         400: the request is wrong, not the key
         └── StoreUnavailable   the state store cannot be reached or stayed locked
+    ```
 
-Every :class:`SearchRefused` carries ``reason`` (a short machine-readable code),
-``retry_after`` (seconds until the caller may try again, or ``None``) and
-``message``, a sentence written for a language model: what happened and what
-to do next. ``str(exc)`` is that message.
+Every [`SearchRefused`][searchfuse.errors.SearchRefused] carries `reason` (a short
+machine-readable code), `retry_after` (seconds until the caller may try again, or `None`) and
+`message`, a sentence written for a language model: what happened and what
+to do next. `str(exc)` is that message.
 
 No exception text ever contains a raw API key: keys appear masked
-(``tvly-dev-…a1b2``) or as a fingerprint.
+(`tvly-dev-…a1b2`) or as a fingerprint.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class ConfigError(SearchFuseError):
 
 
 def _duration(value: float, *, more: bool = False) -> str:
-    """``"1 second"``, ``"45 seconds"`` (``more``: ``"1 more second"``), for people and models.
+    """`"1 second"`, `"45 seconds"` (`more`: `"1 more second"`), for people and models.
 
     Rounded up to whole seconds, at least one, so "0 seconds" never says "now" too early.
     """
@@ -76,7 +77,7 @@ def _duration(value: float, *, more: bool = False) -> str:
 
 
 class SearchRefused(SearchFuseError):
-    """No search happened, or the search was stopped. ``message`` tells the model why."""
+    """No search happened, or the search was stopped. `message` tells the model why."""
 
     reason: str = "refused"
 
@@ -135,7 +136,7 @@ class CooldownActive(SearchRefused):
 
 
 class RateLimited(SearchRefused):
-    """The backend answered HTTP 429. The fuse is tripped for ``retry_after`` seconds."""
+    """The backend answered HTTP 429. The fuse is tripped for `retry_after` seconds."""
 
     reason = "rate_limited"
     status_code = 429
@@ -161,7 +162,7 @@ class RateLimited(SearchRefused):
 class Throttled(SearchRefused):
     """Pacing refused the search: every key's request rate is used up for now.
 
-    Nothing was sent. ``retry_after`` is the time until a key has room again.
+    Nothing was sent. `retry_after` is the time until a key has room again.
     """
 
     reason = "paced"
@@ -180,7 +181,7 @@ class Throttled(SearchRefused):
 class NoKeyAvailable(SearchRefused):
     """No API key can serve right now.
 
-    ``reasons`` maps each masked key to a short reason; ``diagnosis`` holds the
+    `reasons` maps each masked key to a short reason; `diagnosis` holds the
     verification-order diagnosis (local steps only) when the router made one.
     """
 
@@ -198,8 +199,8 @@ class NoKeyAvailable(SearchRefused):
         self.diagnosis = diagnosis
         if message is None:
             # The model gets a short refusal; the per-key reasons and the
-            # diagnosis (file paths, CLI commands) are for people: ``reasons``,
-            # ``diagnosis``, and the guard's log.
+            # diagnosis (file paths, CLI commands) are for people: `reasons`,
+            # `diagnosis`, and the guard's log.
             message = "Search refused: no API key can serve right now."
             if retry_after is not None:
                 message += (
@@ -217,8 +218,8 @@ class NoKeyAvailable(SearchRefused):
 class SearchFailed(SearchFuseError):
     """The backend answered with an error the caller has to see.
 
-    ``status_code`` is the HTTP status, or ``None`` for a timeout or connection
-    error; ``detail`` is Tavily's error text (keys removed).
+    `status_code` is the HTTP status, or `None` for a timeout or connection
+    error; `detail` is Tavily's error text (keys removed).
     """
 
     def __init__(self, message: str, *, status_code: int | None = None, detail: str = ""):
@@ -243,7 +244,7 @@ class StoreUnavailable(SearchFailed):
     """The router's state store cannot be used right now: Redis unreachable, or a
     lock held longer than the store's lock timeout. Nothing was sent upstream.
 
-    ``store`` names the store (a Redis URL without its password, or a file name).
+    `store` names the store (a Redis URL without its password, or a file name).
     """
 
     def __init__(self, store: str, problem: str, fix: str) -> None:

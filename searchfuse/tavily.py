@@ -1,27 +1,29 @@
-"""Drop-ins for tavily-python's ``TavilyClient`` and ``AsyncTavilyClient``, routed over all keys.
+"""Drop-ins for tavily-python's `TavilyClient` and `AsyncTavilyClient`, routed over all keys.
 
 Change one import and existing tavily-python code spreads its requests over
 every configured key, with the router's quota-aware selection, reactions and
-fail-over::
+fail-over:
 
-    # from tavily import TavilyClient
-    from searchfuse.tavily import TavilyClient
+```python
+# from tavily import TavilyClient
+from searchfuse.tavily import TavilyClient
 
-    client = TavilyClient()            # keys from TAVILY_API_KEYS / TAVILY_API_KEY...
-    client.search("python 3.13 release date", max_results=3)
-    client.extract(["https://docs.python.org/3.13/whatsnew/3.13.html"])
+client = TavilyClient()            # keys from TAVILY_API_KEYS / TAVILY_API_KEY...
+client.search("python 3.13 release date", max_results=3)
+client.extract(["https://docs.python.org/3.13/whatsnew/3.13.html"])
+```
 
-``search``, ``extract``, ``crawl`` and ``map`` take the same parameters and
-return the same dicts as tavily-python's (plus a ``"searchfuse"`` entry saying
-which key served). ``api_key=`` is accepted and ignored: the router's keys are
-used (``router=``, else :meth:`searchfuse.Router.from_env`).
+`search`, `extract`, `crawl` and `map` take the same parameters and
+return the same dicts as tavily-python's (plus a `"searchfuse"` entry saying
+which key served). `api_key=` is accepted and ignored: the router's keys are
+used (`router=`, else [`searchfuse.Router.from_env`][searchfuse.Router.from_env]).
 
 Errors are what tavily-python code already catches: when tavily-python is
 installed, a searchfuse error raised here is *also* an instance of the
-matching ``tavily.errors`` class (a 429 is a ``UsageLimitExceededError`` and a
-:class:`~searchfuse.RateLimited`; keys that all failed authentication are an
-``InvalidAPIKeyError`` and a :class:`~searchfuse.NoKeyAvailable`...).
-tavily-python is imported here only, never by ``import searchfuse``.
+matching `tavily.errors` class (a 429 is a `UsageLimitExceededError` and a
+[`RateLimited`][searchfuse.errors.RateLimited]; keys that all failed authentication are an
+`InvalidAPIKeyError` and a [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable]...).
+tavily-python is imported here only, never by `import searchfuse`.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ _BY_STATUS = {
     432: "ForbiddenError",
     433: "ForbiddenError",
 }
-#: For :class:`~searchfuse.NoKeyAvailable`: its diagnosis verdict says which
+#: For [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable]: its diagnosis verdict says which
 #: status tavily-python would have seen from the one key it knows.
 _BY_VERDICT = {
     "auth": "InvalidAPIKeyError",
@@ -123,11 +125,11 @@ def _tavily_name(exc: SearchFuseError) -> str | None:
 
 
 def tavily_error(exc: SearchFuseError) -> SearchFuseError:
-    """``exc`` as an instance of both its searchfuse class and tavily-python's matching one.
+    """`exc` as an instance of both its searchfuse class and tavily-python's matching one.
 
-    Returns ``exc`` itself when there is no matching class or tavily-python is
-    not installed. The copy has the same attributes (``retry_after``,
-    ``message``, ``diagnosis``...), and ``str()`` is the same message.
+    Returns `exc` itself when there is no matching class or tavily-python is
+    not installed. The copy has the same attributes (`retry_after`,
+    `message`, `diagnosis`...), and `str()` is the same message.
     """
     name = _tavily_name(exc)
     base = _tavily_class(name) if name else None
@@ -160,7 +162,7 @@ class _Request:
 
     @classmethod
     def of(cls, method: str, arguments: dict[str, Any]) -> _Request:
-        """The request for ``method`` called with ``arguments`` (its bound parameters)."""
+        """The request for `method` called with `arguments` (its bound parameters)."""
         params = {k: v for k, v in arguments.items() if k not in ("self", "kwargs")}
         extra = dict(arguments.get("kwargs") or {})
         for name in _HEADER_OPTIONS:
@@ -219,15 +221,15 @@ class _Client:
 
 
 class TavilyClient(_Client):
-    """tavily-python's ``TavilyClient``, routed over all keys of a :class:`~searchfuse.Router`.
+    """tavily-python's `TavilyClient`, routed over all keys of a [`Router`][searchfuse.Router].
 
     Args:
         api_key: accepted for compatibility and ignored (noted once in the log).
-        router: the router to use; default :meth:`Router.from_env` (closed
+        router: the router to use; default [`Router.from_env`][searchfuse.Router.from_env] (closed
             with this client).
-        **options: tavily-python's other constructor options (``proxies``,
-            ``project_id``...) are accepted and ignored; ``api_base_url`` sets
-            the default router's ``base_url``.
+        **options: tavily-python's other constructor options (`proxies`,
+            `project_id`...) are accepted and ignored; `api_base_url` sets
+            the default router's `base_url`.
     """
 
     def __init__(
@@ -273,7 +275,7 @@ class TavilyClient(_Client):
         filter_by_language: bool | None = None,
         **kwargs: Any,
     ) -> Result:
-        """Search the web (``POST /search``); Tavily's answer, ``results`` always present."""
+        """Search the web (`POST /search`); Tavily's answer, `results` always present."""
         return self._send("search", locals())
 
     def extract(
@@ -290,7 +292,7 @@ class TavilyClient(_Client):
         chunks_per_source: int | None = None,
         **kwargs: Any,
     ) -> Result:
-        """Extract pages (``POST /extract``); ``results`` and ``failed_results`` always present."""
+        """Extract pages (`POST /extract`); `results` and `failed_results` always present."""
         return self._send("extract", locals())
 
     def crawl(
@@ -315,7 +317,7 @@ class TavilyClient(_Client):
         chunks_per_source: int | None = None,
         **kwargs: Any,
     ) -> Result:
-        """Crawl a site from ``url`` (``POST /crawl``): ``base_url`` and the pages' ``results``."""
+        """Crawl a site from `url` (`POST /crawl`): `base_url` and the pages' `results`."""
         return self._send("crawl", locals())
 
     def map(
@@ -336,7 +338,7 @@ class TavilyClient(_Client):
         include_usage: bool | None = None,
         **kwargs: Any,
     ) -> Result:
-        """Map a site from ``url`` (``POST /map``): ``base_url`` and the URLs found."""
+        """Map a site from `url` (`POST /map`): `base_url` and the URLs found."""
         return self._send("map", locals())
 
     def close(self) -> None:
@@ -354,7 +356,7 @@ class TavilyClient(_Client):
 def _async_twin(
     sync: Callable[Concatenate[TavilyClient, P], Result],
 ) -> Callable[Concatenate[AsyncTavilyClient, P], Coroutine[Any, Any, Result]]:
-    """The ``async`` method with ``sync``'s name, parameters, defaults and docstring."""
+    """The `async` method with `sync`'s name, parameters, defaults and docstring."""
     signature = inspect.signature(sync)
 
     async def method(self: AsyncTavilyClient, /, *args: P.args, **kwargs: P.kwargs) -> Result:
@@ -367,10 +369,11 @@ def _async_twin(
 
 
 class AsyncTavilyClient(_Client):
-    """tavily-python's ``AsyncTavilyClient``, routed over all keys of a :class:`~searchfuse.Router`.
+    """tavily-python's `AsyncTavilyClient`, routed over all keys of a
+    [`Router`][searchfuse.Router].
 
-    The same constructor as :class:`TavilyClient`; ``search``, ``extract``,
-    ``crawl`` and ``map`` are coroutines with tavily-python's parameters.
+    The same constructor as [`TavilyClient`][searchfuse.tavily.TavilyClient]; `search`,
+    `extract`, `crawl` and `map` are coroutines with tavily-python's parameters.
     """
 
     def __init__(
@@ -415,7 +418,7 @@ class AsyncTavilyClient(_Client):
         chunks_per_source: int | None = None,
         **kwargs: Any,
     ) -> Result:
-        """Crawl a site from ``url`` (``POST /crawl``): ``base_url`` and the pages' ``results``."""
+        """Crawl a site from `url` (`POST /crawl`): `base_url` and the pages' `results`."""
         return await self._send("crawl", locals())
 
     async def close(self) -> None:

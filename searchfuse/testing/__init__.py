@@ -1,21 +1,23 @@
 """Test helpers: a simulated Tavily API, a fake clock, and the switch for test mode.
 
-- :class:`FakeTavily` behaves like Tavily's ``POST /search``, ``/extract``,
-  ``/crawl``, ``/map`` and ``GET /usage`` (auth, validation, rate windows,
-  credits, 429/432/433, ``Retry-After``), takes injected faults, and records
+- [`FakeTavily`][searchfuse.testing.FakeTavily] behaves like Tavily's `POST /search`,
+  `/extract`, `/crawl`, `/map` and `GET /usage` (auth, validation, rate windows,
+  credits, 429/432/433, `Retry-After`), takes injected faults, and records
   every request (keys as fingerprints).
-  Serve it in-process (:meth:`FakeTavily.transport`, :meth:`FakeTavily.mount`
-  on pytest-httpx) or on loopback (:meth:`FakeTavily.serve`).
-- :class:`FakeClock` is time that only moves when told to.
-- :func:`set_testing` / :func:`testing_mode` make searchfuse read that clock
-  and never really sleep, like ``stamina.set_testing``.
+  Serve it in-process ([`FakeTavily.transport`][searchfuse.testing.FakeTavily.transport],
+  [`FakeTavily.mount`][searchfuse.testing.FakeTavily.mount] on pytest-httpx) or on loopback
+  ([`FakeTavily.serve`][searchfuse.testing.FakeTavily.serve]).
+- [`FakeClock`][searchfuse.testing.FakeClock] is time that only moves when told to.
+- [`set_testing`][searchfuse.testing.set_testing] /
+  [`testing_mode`][searchfuse.testing.testing_mode] make searchfuse read that clock and never really
+  sleep, like `stamina.set_testing`.
 
-With ``pip install searchfuse[testing]``, pytest gets the fixtures
-``fake_clock``, ``fake_tavily``, ``tavily_mock``, ``tavily_server`` and
-``tavily_cascade`` automatically (see ``docs/testing.md``).
+With `pip install ".[testing]"`, pytest gets the fixtures
+`fake_clock`, `fake_tavily`, `tavily_mock`, `tavily_server` and
+`tavily_cascade` automatically (see `docs/testing.md`).
 
-Example::
-
+Example:
+    ```python
     import httpx
     from searchfuse.testing import FakeClock, FakeTavily
 
@@ -27,6 +29,7 @@ Example::
         assert client.post("/search", json={"query": "q"}, headers=headers).status_code == 429
         assert client.post("/search", json={"query": "q"}, headers=headers).status_code == 200
     assert [r.status for r in fake.searches] == [429, 200]
+    ```
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
         RecordedRequest,
     )
 
-#: The made-up keys the ``fake_tavily`` fixture accepts. Never put a real key in a test.
+#: The made-up keys the `fake_tavily` fixture accepts. Never put a real key in a test.
 TEST_KEYS: tuple[str, ...] = (
     "tvly-dev-test0001",
     "tvly-dev-test0002",
@@ -93,7 +96,7 @@ __all__ = [
     "testing_mode",
 ]
 
-#: The host ``tavily_mock`` answers for; every other host is left to the network.
+#: The host `tavily_mock` answers for; every other host is left to the network.
 TAVILY_HOST = "api.tavily.com"
 
 # The pytest plugin imports this package in every test session of every project
@@ -112,9 +115,9 @@ def reset() -> None:
     Between two tests a guard would otherwise remember the first test's 429
     (and refuse the second test's new query), its turn and its cache. The
     pytest plugin calls this after every test; call it yourself between tests
-    under another runner (unittest's ``tearDown``, for example). The clock a
-    :func:`set_testing` installed goes back to where it started; real time
-    is left alone.
+    under another runner (unittest's `tearDown`, for example). The clock a
+    [`set_testing`][searchfuse.testing.set_testing] installed goes back to where it started; real
+    time is left alone.
     """
     if "searchfuse.guard" in sys.modules:  # else no guard exists to reset
         from searchfuse.guard import reset_all
@@ -129,10 +132,10 @@ def reset() -> None:
 
 
 def should_mock(request: Any) -> bool:
-    """Whether ``tavily_mock`` answers ``request``: only requests to Tavily's host.
+    """Whether `tavily_mock` answers `request`: only requests to Tavily's host.
 
     An LLM client, or any other httpx call in the same test, reaches its real
-    (or loopback) server. This is pytest-httpx's ``should_mock`` option.
+    (or loopback) server. This is pytest-httpx's `should_mock` option.
     """
     return bool(request.url.host == TAVILY_HOST)
 

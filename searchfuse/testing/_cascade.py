@@ -2,7 +2,7 @@
 
 Incident 1 in one fixture: an agent fires many searches at once; Tavily
 limits requests per key; a router that fails over on 429 walks through every
-key and puts them all into cooldown. :class:`Cascade` builds that situation
+key and puts them all into cooldown. [`Cascade`][searchfuse.testing.Cascade] builds that situation
 against the simulated Tavily and reports what reached the API, so a test can
 assert that *its* agent's tool survives it.
 """
@@ -24,10 +24,10 @@ __all__ = ["Cascade", "CascadeResult"]
 class CascadeResult:
     """What one burst did.
 
-    ``requests``: ``/search`` requests that reached the simulated API;
-    ``rate_limited``: how many of them it answered 429;
-    ``keys_cooling``: distinct keys that answered 429 (a router parks each one);
-    ``served`` / ``failed``: calls that returned / raised; ``outcomes``: per call,
+    `requests`: `/search` requests that reached the simulated API;
+    `rate_limited`: how many of them it answered 429;
+    `keys_cooling`: distinct keys that answered 429 (a router parks each one);
+    `served` / `failed`: calls that returned / raised; `outcomes`: per call,
     the return value or the exception, in call order.
     """
 
@@ -45,20 +45,21 @@ class CascadeResult:
 
 
 class Cascade:
-    """A burst scenario on a :class:`FakeTavily`.
+    """A burst scenario on a [`FakeTavily`][searchfuse.testing.FakeTavily].
 
-    Each key accepts ``rpm`` searches per minute (default 1, so a second search
+    Each key accepts `rpm` searches per minute (default 1, so a second search
     on the same key in a burst is answered 429, as a real burst eventually is).
-    Build routers on the fake with :meth:`router`, wrap them as your agent does,
-    and fire with :meth:`burst`.
+    Build routers on the fake with [`router`][searchfuse.testing.Cascade.router], wrap them as your
+    agent does, and fire with [`burst`][searchfuse.testing.Cascade.burst].
 
-    Example::
-
+    Example:
+        ```python
         def test_guarded_tool_survives_a_burst(tavily_cascade):
             router = tavily_cascade.router(on_429="failover")
             web_search = guard(router=router)(lambda query: None)
             result = tavily_cascade.burst(web_search, calls=30)
             assert result.requests == 1 and result.keys_cooling == 0
+        ```
     """
 
     def __init__(
@@ -77,7 +78,8 @@ class Cascade:
             fake.set_rpm(key, rpm)
 
     def router(self, **options: Any) -> Router:
-        """A :class:`~searchfuse.Router` for the cascade's keys, talking to the fake in-process."""
+        """A [`Router`][searchfuse.Router] for the cascade's keys, talking to the fake
+        in-process."""
         options.setdefault("transport", self.fake.transport())
         options.setdefault("async_transport", self.fake.transport())
         if self.clock is not None:
@@ -92,9 +94,9 @@ class Cascade:
         turn_id: str | None = "cascade-turn",
         query: Callable[[int], str] = lambda i: f"burst query {i}",
     ) -> CascadeResult:
-        """Call ``search`` from ``calls`` threads at once, all in one turn (``turn_id``).
+        """Call `search` from `calls` threads at once, all in one turn (`turn_id`).
 
-        ``turn_id=None`` fires outside any explicit turn (the guard's implicit
+        `turn_id=None` fires outside any explicit turn (the guard's implicit
         burst rule applies). Returns what reached the API.
         """
         from searchfuse.guard import turn

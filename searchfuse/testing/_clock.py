@@ -1,14 +1,14 @@
 """A clock that only moves when told to, and the switch that installs it for a test run.
 
-:class:`FakeClock` is a zero-argument callable returning epoch seconds, like
-``time.time``, so it fits every ``clock=`` parameter in searchfuse. Its
-:meth:`FakeClock.advance` has the shape of a sleeper, so it also fits
-``searchfuse._clock.install(clock, sleeper)``: under test, a wait moves the
+[`FakeClock`][searchfuse.testing.FakeClock] is a zero-argument callable returning epoch seconds,
+like `time.time`, so it fits every `clock=` parameter in searchfuse. Its
+[`FakeClock.advance`][searchfuse.testing.FakeClock.advance] has the shape of a sleeper, so it also
+fits `searchfuse._clock.install(clock, sleeper)`: under test, a wait moves the
 clock forward instead of blocking.
 
-:func:`set_testing` (and its scoped twin :func:`testing_mode`) is the switch a
-user's own test suite flips, like ``stamina.set_testing``: guard and router
-then read time from the fake clock and never really sleep.
+[`set_testing`][searchfuse.testing.set_testing] (and its scoped twin
+[`testing_mode`][searchfuse.testing.testing_mode]) is the switch a user's own test suite flips, like
+`stamina.set_testing`: guard and router then read time from the fake clock and never really sleep.
 """
 
 from __future__ import annotations
@@ -29,20 +29,21 @@ DEFAULT_START = 1_768_478_400.0
 
 
 class FakeClock:
-    """A controllable clock: ``clock()`` returns the current fake time in epoch seconds.
+    """A controllable clock: `clock()` returns the current fake time in epoch seconds.
 
     Thread-safe: parallel requests may read it while a test advances it.
 
-    Example::
-
+    Example:
+        ```python
         clock = FakeClock()
         t0 = clock()
         clock.advance(61)      # a minute and a bit later, instantly
         assert clock() == t0 + 61
+        ```
     """
 
     def __init__(self, start: float = DEFAULT_START) -> None:
-        """Start at ``start`` (epoch seconds; default :data:`DEFAULT_START`)."""
+        """Start at `start` (epoch seconds; default `DEFAULT_START`)."""
         self._check(start)
         self._start = float(start)
         self._now = self._start
@@ -59,11 +60,11 @@ class FakeClock:
             return self._now
 
     def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds``.
+        """Move time forward by `seconds`.
 
-        This is also the sleeper under test: waiting ``n`` seconds advances the
-        clock by ``n``. Negative values are refused (time does not run back by
-        waiting); use :meth:`set` to jump anywhere.
+        This is also the sleeper under test: waiting `n` seconds advances the
+        clock by `n`. Negative values are refused (time does not run back by
+        waiting); use [`set`][searchfuse.testing.FakeClock.set] to jump anywhere.
         """
         self._check(seconds)
         if seconds < 0:
@@ -72,7 +73,7 @@ class FakeClock:
             self._now += seconds
 
     def set(self, t: float) -> None:
-        """Jump to epoch second ``t`` (forwards or backwards)."""
+        """Jump to epoch second `t` (forwards or backwards)."""
         self._check(t)
         with self._lock:
             self._now = float(t)
@@ -93,22 +94,24 @@ def set_testing(testing: Literal[False], *, clock: None = None) -> None: ...
 @overload
 def set_testing(testing: bool, *, clock: FakeClock | None = None) -> FakeClock | None: ...
 def set_testing(testing: bool, *, clock: FakeClock | None = None) -> FakeClock | None:
-    """Switch searchfuse's time to a :class:`FakeClock` (``True``) or back to real time.
+    """Switch searchfuse's time to a [`FakeClock`][searchfuse.testing.FakeClock] (`True`) or back
+    to real time.
 
-    With ``True``, installs ``clock`` (or a new one) as searchfuse's default
-    clock and its :meth:`~FakeClock.advance` as the sleeper, and returns it: every
-    guard and router built without an explicit ``clock=`` now reads fake time,
+    With `True`, installs `clock` (or a new one) as searchfuse's default
+    clock and its [`advance`][searchfuse.testing.FakeClock.advance] as the sleeper, and returns it:
+    every guard and router built without an explicit `clock=` now reads fake time,
     and every wait (a 429 retry, a back-off) advances it instead of sleeping.
-    With ``False``, restores ``time.time`` and real sleeping, and returns ``None``.
+    With `False`, restores `time.time` and real sleeping, and returns `None`.
 
-    Example::
-
+    Example:
+        ```python
         clock = searchfuse.testing.set_testing(True)
         ...                    # code under test; clock.advance(60) to let a cooldown pass
         searchfuse.testing.set_testing(False)
+        ```
 
-    Prefer :func:`testing_mode` (or the ``fake_clock`` pytest fixture) when the
-    switch should be undone automatically.
+    Prefer [`testing_mode`][searchfuse.testing.testing_mode] (or the `fake_clock` pytest fixture)
+    when the switch should be undone automatically.
     """
     if not testing:
         if clock is not None:
@@ -121,22 +124,25 @@ def set_testing(testing: bool, *, clock: FakeClock | None = None) -> FakeClock |
 
 
 def is_testing() -> bool:
-    """Whether searchfuse currently reads time from a :class:`FakeClock`."""
+    """Whether searchfuse currently reads time from a
+    [`FakeClock`][searchfuse.testing.FakeClock]."""
     return isinstance(clock_seam._clock, FakeClock)
 
 
 @contextmanager
 def testing_mode(clock: FakeClock | None = None) -> Iterator[FakeClock]:
-    """:func:`set_testing` for the duration of a ``with`` block; yields the clock.
+    """[`set_testing`][searchfuse.testing.set_testing] for the duration of a `with` block; yields
+    the clock.
 
     On exit, whatever clock and sleeper were installed before are restored
     (real time, or an outer test mode), even if the block raised.
 
-    Example::
-
+    Example:
+        ```python
         with searchfuse.testing.testing_mode() as clock:
             ...
             clock.advance(30)
+        ```
     """
     previous_clock: Callable[[], float] | None = clock_seam._clock
     previous_sleeper: Callable[[float], None] | None = clock_seam._sleeper

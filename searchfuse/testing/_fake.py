@@ -1,11 +1,11 @@
 """A simulated Tavily API: one model, served in-process (httpx transport) or on loopback.
 
-:class:`FakeTavily` answers ``POST /search``, ``/extract``, ``/crawl``, ``/map``
-and ``GET /usage`` the way Tavily does: bearer authentication, request
-validation, a per-key requests-per-minute window, the rate-limited ``/usage``
+[`FakeTavily`][searchfuse.testing.FakeTavily] answers `POST /search`, `/extract`, `/crawl`,
+`/map` and `GET /usage` the way Tavily does: bearer authentication, request
+validation, a per-key requests-per-minute window, the rate-limited `/usage`
 endpoint, credit accounting per key and per account (plan, then
 pay-as-you-go), and Tavily's error bodies and status codes (400, 401, 429 with
-``Retry-After``, 432, 433). Tests can inject faults (any status, timeouts,
+`Retry-After`, 432, 433). Tests can inject faults (any status, timeouts,
 connection errors, slow answers), revoke keys and set usage
 figures, and read back every request it received (keys as fingerprints only).
 
@@ -56,36 +56,36 @@ __all__ = [
 
 # --- Tavily's rules, one place -------------------------------------------------
 
-#: Credits a search costs, by ``search_depth``.
+#: Credits a search costs, by `search_depth`.
 CREDITS_PER_DEPTH: dict[str, int] = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
-#: Accepted values of ``topic``.
+#: Accepted values of `topic`.
 TOPICS = frozenset({"general", "news", "finance"})
 MAX_QUERY_LENGTH = 400
-#: ``max_results`` must lie in 0..MAX_RESULTS.
+#: `max_results` must lie in 0..MAX_RESULTS.
 MAX_RESULTS = 20
 DEFAULT_MAX_RESULTS = 5
-#: ``/extract``: at most this many URLs per request; a basic extraction costs
-#: 1 credit per :data:`URLS_PER_CREDIT` successful URLs (advanced: 2).
+#: `/extract`: at most this many URLs per request; a basic extraction costs
+#: 1 credit per `URLS_PER_CREDIT` successful URLs (advanced: 2).
 MAX_EXTRACT_URLS = 20
 URLS_PER_CREDIT = 5
 EXTRACT_DEPTHS = {"basic": 1, "advanced": 2}
-#: ``/map`` costs 1 credit per :data:`PAGES_PER_CREDIT` pages (2 with
-#: ``instructions``); ``/crawl`` costs the map plus the extraction of its pages.
+#: `/map` costs 1 credit per `PAGES_PER_CREDIT` pages (2 with
+#: `instructions`); `/crawl` costs the map plus the extraction of its pages.
 PAGES_PER_CREDIT = 10
-#: ``/crawl`` and ``/map`` defaults and ranges (max_depth 1..5).
+#: `/crawl` and `/map` defaults and ranges (max_depth 1..5).
 DEFAULT_MAX_DEPTH = 1
 MAX_DEPTH = 5
 DEFAULT_MAX_BREADTH = 20
 DEFAULT_LIMIT = 50
 #: Links the simulated site has per page (so a crawl finds a bounded number of pages).
 LINKS_PER_PAGE = 3
-#: Development keys get :data:`DEV_RPM` requests per minute, all others :data:`PROD_RPM`.
+#: Development keys get `DEV_RPM` requests per minute, all others `PROD_RPM`.
 DEV_KEY_PREFIX = "tvly-dev-"
 DEV_RPM = 100
 PROD_RPM = 1000
 #: The requests-per-minute window, in seconds (sliding).
 RATE_WINDOW = 60.0
-#: ``/usage`` allows this many requests per key per :data:`USAGE_WINDOW` seconds.
+#: `/usage` allows this many requests per key per `USAGE_WINDOW` seconds.
 USAGE_REQUESTS_PER_WINDOW = 10
 USAGE_WINDOW = 600.0
 #: What an account gets unless told otherwise: Tavily's free plan.
@@ -94,7 +94,7 @@ DEFAULT_PLAN_LIMIT = 1000
 #: Retry-After of an injected 429 when the test does not choose one.
 DEFAULT_FAULT_RETRY_AFTER = 60
 
-#: Error texts, by status. Each answer is ``{"detail": {"error": text}}``.
+#: Error texts, by status. Each answer is `{"detail": {"error": text}}`.
 MESSAGES: dict[int, str] = {
     400: "Bad request.",
     401: "Unauthorized: missing or invalid API key.",
@@ -151,7 +151,7 @@ def _retry_after_header(value: float | str) -> str:
 def _error_response(
     status: int, detail: str | None = None, retry_after: float | str | None = None
 ) -> httpx.Response:
-    """An error answer in Tavily's shape: ``{"detail": {"error": ...}}``."""
+    """An error answer in Tavily's shape: `{"detail": {"error": ...}}`."""
     headers = {}
     if retry_after is not None:
         headers["Retry-After"] = _retry_after_header(retry_after)
@@ -166,8 +166,8 @@ def _error_response(
 class Account:
     """A Tavily account: a monthly plan shared by all its keys, and optional pay-as-you-go.
 
-    ``plan_limit=None`` means an unlimited plan. ``paygo_limit`` is the
-    pay-as-you-go cap in credits; ``None`` (or 0) means pay-as-you-go is off, so
+    `plan_limit=None` means an unlimited plan. `paygo_limit` is the
+    pay-as-you-go cap in credits; `None` (or 0) means pay-as-you-go is off, so
     a spent plan answers 432; with it on, credits beyond the plan come from
     pay-as-you-go and a spent cap answers 433.
     """
@@ -184,7 +184,7 @@ class Account:
     map_usage: int = 0
 
     def to_usage(self) -> Json:
-        """The ``account`` half of a ``/usage`` answer."""
+        """The `account` half of a `/usage` answer."""
         return {
             "current_plan": self.current_plan,
             "plan_usage": self.plan_usage,
@@ -201,7 +201,8 @@ class Account:
 
 @dataclass(eq=False)
 class _Key:
-    """One API key's state. The raw key lives only in :class:`FakeTavily`'s key table."""
+    """One API key's state. The raw key lives only in
+    [`FakeTavily`][searchfuse.testing.FakeTavily]'s key table."""
 
     fingerprint: str
     masked: str
@@ -214,7 +215,7 @@ class _Key:
     crawl_usage: int = 0
     map_usage: int = 0
     revoked: bool = False
-    #: Every ``POST`` this key made (all endpoints share the per-minute limit).
+    #: Every `POST` this key made (all endpoints share the per-minute limit).
     search_times: deque[float] = field(default_factory=deque)
     usage_times: deque[float] = field(default_factory=deque)
 
@@ -234,12 +235,12 @@ class _Key:
 class RecordedRequest:
     """One request the fake received, and how it answered.
 
-    ``key_fingerprint`` is :func:`searchfuse._secrets.fingerprint` of the bearer
-    key (``None`` if there was none): the raw key is never stored. ``body`` is
-    the parsed JSON object with any ``api_key`` field removed (``None`` for a
-    GET or a body that is not a JSON object). ``status`` is ``None`` when the
-    answer was an exception (``error`` then names it: ``"ReadTimeout"``,
-    ``"ConnectError"``). ``credits`` is what the request cost; ``injected``
+    `key_fingerprint` is `searchfuse._secrets.fingerprint` of the bearer
+    key (`None` if there was none): the raw key is never stored. `body` is
+    the parsed JSON object with any `api_key` field removed (`None` for a
+    GET or a body that is not a JSON object). `status` is `None` when the
+    answer was an exception (`error` then names it: `"ReadTimeout"`,
+    `"ConnectError"`). `credits` is what the request cost; `injected`
     says whether a fault answered it.
     """
 
@@ -265,7 +266,8 @@ FaultKind = Literal["status", "timeout", "connect", "slow"]
 
 @dataclass
 class Fault:
-    """A planned misbehaviour for the next matching requests (see :meth:`FakeTavily.fail_next`)."""
+    """A planned misbehaviour for the next matching requests (see
+    [`FakeTavily.fail_next`][searchfuse.testing.FakeTavily.fail_next])."""
 
     kind: FaultKind
     remaining: int | None
@@ -295,41 +297,44 @@ class _Answer:
 
 
 class _CallbackRegistry(Protocol):
-    """The part of pytest-httpx's ``HTTPXMock`` that :meth:`FakeTavily.mount` uses."""
+    """The part of pytest-httpx's `HTTPXMock` that
+    [`FakeTavily.mount`][searchfuse.testing.FakeTavily.mount] uses."""
 
     def add_callback(self, callback: Callable[[httpx.Request], Any], **matchers: Any) -> None:
-        """Answer matching requests with ``callback``."""
+        """Answer matching requests with `callback`."""
 
 
 # --- the fake ----------------------------------------------------------------------
 
 
 class FakeTavily:
-    """A simulated Tavily API for tests: ``POST /search``, ``/extract``, ``/crawl``,
-    ``/map`` and ``GET /usage``.
+    """A simulated Tavily API for tests: `POST /search`, `/extract`, `/crawl`,
+    `/map` and `GET /usage`.
 
-    Example::
-
+    Example:
+        ```python
         clock = FakeClock()
         fake = FakeTavily(keys=["tvly-dev-test0001", "tvly-dev-test0002"], clock=clock)
         client = httpx.Client(base_url="https://api.tavily.com", transport=fake.transport())
         r = client.post("/search", json={"query": "python"},
                         headers={"Authorization": "Bearer tvly-dev-test0001"})
         assert r.status_code == 200 and len(fake.searches) == 1
+        ```
 
     Args:
-        keys: keys to add, each in an account of its own (see :meth:`add_key`).
+        keys: keys to add, each in an account of its own (see
+            [`add_key`][searchfuse.testing.FakeTavily.add_key]).
         clock: zero-argument callable returning epoch seconds; every rate
-            window reads it. Defaults to ``searchfuse._clock.now`` (fake time
-            under :func:`~searchfuse.testing.set_testing`, else real time).
+            window reads it. Defaults to `searchfuse._clock.now` (fake time
+            under [`set_testing`][searchfuse.testing.set_testing], else real time).
         sleeper: how an in-process slow answer waits. Defaults to
-            ``clock.advance`` when the clock has one (a :class:`FakeClock`),
-            else ``searchfuse._clock.sleep``.
-        retry_after: a fixed ``Retry-After`` (seconds) for rate-limit 429s;
-            ``None`` (default) answers the seconds until the window frees,
+            `clock.advance` when the clock has one (a
+            [`FakeClock`][searchfuse.testing.FakeClock]), else `searchfuse._clock.sleep`.
+        retry_after: a fixed `Retry-After` (seconds) for rate-limit 429s;
+            `None` (default) answers the seconds until the window frees,
             rounded up.
 
-    Only made-up keys belong in tests (``tvly-dev-test0001``...). All methods
+    Only made-up keys belong in tests (`tvly-dev-test0001`...). All methods
     are thread-safe.
     """
 
@@ -366,7 +371,8 @@ class FakeTavily:
         paygo_limit: int | None = None,
         current_plan: str = DEFAULT_PLAN,
     ) -> Account:
-        """Create the account ``name`` and return it (see :class:`Account`)."""
+        """Create the account `name` and return it (see
+        [`Account`][searchfuse.testing.Account])."""
         with self._lock:
             if name in self._accounts:
                 raise ValueError(f"account {name!r} already exists")
@@ -384,14 +390,14 @@ class FakeTavily:
         limit: int | None = None,
         rpm: int | None = None,
     ) -> None:
-        """Accept ``key``.
+        """Accept `key`.
 
         Args:
             account: the account it belongs to; created with default figures if
-                it does not exist yet. ``None`` gives the key an account of its own.
-            limit: the key's own credit limit (``None`` = unlimited).
-            rpm: requests per minute for ``/search``; default 100 for
-                ``tvly-dev-`` keys, 1000 for others.
+                it does not exist yet. `None` gives the key an account of its own.
+            limit: the key's own credit limit (`None` = unlimited).
+            rpm: requests per minute for `/search`; default 100 for
+                `tvly-dev-` keys, 1000 for others.
         """
         if not key or key != key.strip() or any(c.isspace() for c in key):
             raise ValueError("a key must be a non-empty string without whitespace")
@@ -418,12 +424,12 @@ class FakeTavily:
             return list(self._keys)
 
     def account(self, name: str) -> Account:
-        """The account called ``name`` (the live object)."""
+        """The account called `name` (the live object)."""
         with self._lock:
             return self._accounts[name]
 
     def account_of(self, key: str) -> Account:
-        """The account ``key`` belongs to (the live object)."""
+        """The account `key` belongs to (the live object)."""
         with self._lock:
             return self._accounts[self._key(key).account]
 
@@ -434,22 +440,23 @@ class FakeTavily:
             raise KeyError(f"unknown key {mask(key)}") from None
 
     def revoke(self, key: str) -> None:
-        """Make ``key`` answer 401 from now on (until :meth:`restore`)."""
+        """Make `key` answer 401 from now on (until
+        [`restore`][searchfuse.testing.FakeTavily.restore])."""
         with self._lock:
             self._key(key).revoked = True
 
     def restore(self, key: str) -> None:
-        """Accept a revoked ``key`` again."""
+        """Accept a revoked `key` again."""
         with self._lock:
             self._key(key).revoked = False
 
     def set_limit(self, key: str, limit: int | None) -> None:
-        """Set ``key``'s own credit limit (``None`` = unlimited)."""
+        """Set `key`'s own credit limit (`None` = unlimited)."""
         with self._lock:
             self._key(key).limit = limit
 
     def set_rpm(self, key: str, rpm: int) -> None:
-        """Set ``key``'s requests-per-minute limit for ``/search``."""
+        """Set `key`'s requests-per-minute limit for `/search`."""
         with self._lock:
             self._key(key).rpm = rpm
 
@@ -464,14 +471,15 @@ class FakeTavily:
     ) -> None:
         """Set usage figures directly, e.g. a key at 37% of its limit.
 
-        ``usage`` and ``search_usage`` are the key's figures (``search_usage``
-        follows ``usage`` when not given: all credits went to searches);
-        ``plan_usage`` and ``paygo_usage`` are its account's.
+        `usage` and `search_usage` are the key's figures (`search_usage`
+        follows `usage` when not given: all credits went to searches);
+        `plan_usage` and `paygo_usage` are its account's.
 
-        Example::
-
+        Example:
+            ```python
             fake.set_limit("tvly-dev-test0001", 1000)
             fake.set_usage("tvly-dev-test0001", usage=370)
+            ```
         """
         with self._lock:
             state = self._key(key)
@@ -497,7 +505,7 @@ class FakeTavily:
                 account.extract_usage = account.crawl_usage = account.map_usage = 0
 
     def usage_of(self, key: str) -> Json:
-        """What ``GET /usage`` would answer for ``key``, without spending a ``/usage`` request."""
+        """What `GET /usage` would answer for `key`, without spending a `/usage` request."""
         with self._lock:
             state = self._key(key)
             return {"key": state.to_usage(), "account": self._accounts[state.account].to_usage()}
@@ -514,27 +522,29 @@ class FakeTavily:
         retry_after: float | str | None = None,
         detail: str | None = None,
     ) -> None:
-        """Make the next ``times`` matching requests fail.
+        """Make the next `times` matching requests fail.
 
-        ``times=None`` makes every matching request fail until :meth:`clear_faults`.
+        `times=None` makes every matching request fail until
+        [`clear_faults`][searchfuse.testing.FakeTavily.clear_faults].
 
-        ``fault`` is an HTTP status (503, 500, 401, 403, 432, 429...) answered
-        with Tavily's error body, ``"timeout"`` (raises ``httpx.ReadTimeout``;
-        the loopback server holds the connection instead) or ``"connect"``
-        (raises ``httpx.ConnectError``; the loopback server resets the
-        connection). ``key`` and ``path`` narrow which requests match.
-        ``retry_after`` adds a ``Retry-After`` header (seconds, or any text such
-        as an HTTP date); a 429 gets 60 unless told otherwise. ``detail``
+        `fault` is an HTTP status (503, 500, 401, 403, 432, 429...) answered
+        with Tavily's error body, `"timeout"` (raises `httpx.ReadTimeout`;
+        the loopback server holds the connection instead) or `"connect"`
+        (raises `httpx.ConnectError`; the loopback server resets the
+        connection). `key` and `path` narrow which requests match.
+        `retry_after` adds a `Retry-After` header (seconds, or any text such
+        as an HTTP date); a 429 gets 60 unless told otherwise. `detail`
         replaces the error text.
 
         A faulted request is answered before anything else: it needs no valid
         key, costs no credits and does not count towards any rate window.
         Faults are used up in the order they were added.
 
-        Example::
-
+        Example:
+            ```python
             fake.fail_next(429, retry_after=30, key="tvly-dev-test0001")
             fake.fail_next("timeout", path="/search")
+            ```
         """
         if times is not None and times < 1:
             raise ValueError("times must be at least 1 (or None for every request)")
@@ -560,12 +570,12 @@ class FakeTavily:
         key: str | None = None,
         path: str | None = None,
     ) -> None:
-        """Make the next ``times`` matching requests take ``seconds`` longer.
+        """Make the next `times` matching requests take `seconds` longer.
 
         The request is processed as usual (and charged); only the answer is
         late. In-process (transport, pytest-httpx) the wait goes through the
-        sleeper, so a :class:`FakeClock` just advances, and an answer later
-        than the client's read timeout becomes ``httpx.ReadTimeout``. The
+        sleeper, so a [`FakeClock`][searchfuse.testing.FakeClock] just advances, and an answer later
+        than the client's read timeout becomes `httpx.ReadTimeout`. The
         loopback server really waits.
         """
         if not math.isfinite(seconds) or seconds < 0:
@@ -611,16 +621,16 @@ class FakeTavily:
 
     @property
     def searches(self) -> list[RecordedRequest]:
-        """The ``/search`` requests received so far."""
+        """The `/search` requests received so far."""
         return [r for r in self.requests if r.path == "/search"]
 
     @property
     def usage_requests(self) -> list[RecordedRequest]:
-        """The ``/usage`` requests received so far."""
+        """The `/usage` requests received so far."""
         return [r for r in self.requests if r.path == "/usage"]
 
     def requests_for(self, key: str, path: str | None = None) -> list[RecordedRequest]:
-        """The requests made with ``key`` (optionally only those to ``path``)."""
+        """The requests made with `key` (optionally only those to `path`)."""
         wanted = fingerprint(key)
         return [
             r
@@ -629,7 +639,7 @@ class FakeTavily:
         ]
 
     def requests_by_key(self, path: str | None = None) -> dict[str, int]:
-        """How many requests (optionally only to ``path``) each key fingerprint made."""
+        """How many requests (optionally only to `path`) each key fingerprint made."""
         counts = Counter(
             r.key_fingerprint
             for r in self.requests
@@ -644,7 +654,7 @@ class FakeTavily:
 
     @staticmethod
     def fingerprint(key: str) -> str:
-        """The fingerprint a request with ``key`` is recorded under."""
+        """The fingerprint a request with `key` is recorded under."""
         return fingerprint(key)
 
     # -- serving ------------------------------------------------------------------
@@ -652,10 +662,10 @@ class FakeTavily:
     def handle(self, request: httpx.Request) -> httpx.Response:
         """Answer one request, as Tavily would, and record it. Never sleeps, no I/O.
 
-        Raises ``httpx.ReadTimeout`` or ``httpx.ConnectError`` for injected
-        timeouts and connection errors. A slow answer (:meth:`slow_next`) is
-        returned at once with its delay in ``response.extensions["delay"]``,
-        for whoever serves it to honour.
+        Raises `httpx.ReadTimeout` or `httpx.ConnectError` for injected
+        timeouts and connection errors. A slow answer
+        ([`slow_next`][searchfuse.testing.FakeTavily.slow_next]) is returned at once with its delay
+        in `response.extensions["delay"]`, for whoever serves it to honour.
         """
         answer = self._answer(request)
         if answer.error is not None:
@@ -666,18 +676,19 @@ class FakeTavily:
         return answer.response
 
     def transport(self) -> httpx.MockTransport:
-        """An httpx transport serving this fake, for ``httpx.Client`` and ``httpx.AsyncClient``.
+        """An httpx transport serving this fake, for `httpx.Client` and `httpx.AsyncClient`.
 
-        Example::
-
+        Example:
+            ```python
             client = httpx.Client(base_url="https://api.tavily.com", transport=fake.transport())
+            ```
         """
         return httpx.MockTransport(self._serve_in_process)
 
     def mount(
         self, httpx_mock: _CallbackRegistry, base_url: str = "https://api.tavily.com"
     ) -> None:
-        """Serve this fake through pytest-httpx's ``httpx_mock`` for every URL under ``base_url``.
+        """Serve this fake through pytest-httpx's `httpx_mock` for every URL under `base_url`.
 
         The callback is reusable and optional, so a test that makes no request
         does not fail for an unused response.
@@ -691,15 +702,16 @@ class FakeTavily:
     def serve(self, *, port: int = 0, timeout_hold: float = 30.0) -> Iterator[str]:
         """Serve this fake over real HTTP on 127.0.0.1; yields the base URL.
 
-        ``port=0`` picks a free port. A ``"timeout"`` fault holds the connection
-        open for ``timeout_hold`` seconds without answering (or until the
+        `port=0` picks a free port. A `"timeout"` fault holds the connection
+        open for `timeout_hold` seconds without answering (or until the
         server stops); slow answers really wait. Leaving the block stops the
         server promptly, waking any held connection.
 
-        Example::
-
+        Example:
+            ```python
             with fake.serve() as url:
                 httpx.get(f"{url}/usage", headers={"Authorization": "Bearer tvly-dev-test0001"})
+            ```
         """
         from searchfuse.testing._server import LoopbackServer
 
@@ -707,7 +719,7 @@ class FakeTavily:
             yield server.url
 
     def _serve_in_process(self, request: httpx.Request) -> httpx.Response:
-        """Answer ``request`` in-process, turning delays into sleeper time or read timeouts."""
+        """Answer `request` in-process, turning delays into sleeper time or read timeouts."""
         answer = self._answer(request)
         timeout = _read_timeout(request)
         if isinstance(answer.error, httpx.TimeoutException):
@@ -732,7 +744,7 @@ class FakeTavily:
     # -- the model ----------------------------------------------------------------
 
     def _answer(self, request: httpx.Request) -> _Answer:
-        """Decide the answer to ``request`` and record it. Never waits."""
+        """Decide the answer to `request` and record it. Never waits."""
         key = _bearer_key(request)
         key_fp = fingerprint(key) if key else None
         path = request.url.path
@@ -823,7 +835,7 @@ class FakeTavily:
         return httpx.Response(200, json=payload), credits
 
     def _charge(self, state: _Key, credits: int, kind: str = "search") -> httpx.Response | None:
-        """Spend ``credits`` from the key, then the plan, then pay-as-you-go; or refuse."""
+        """Spend `credits` from the key, then the plan, then pay-as-you-go; or refuse."""
         account = self._accounts[state.account]
         if state.limit is not None and state.usage + credits > state.limit:
             return _error_response(432, _KEY_LIMIT_MESSAGE)
@@ -855,7 +867,8 @@ class FakeTavily:
 
 
 class _Recorder:
-    """Appends one :class:`RecordedRequest` once the answer is known."""
+    """Appends one [`RecordedRequest`][searchfuse.testing.RecordedRequest] once the answer is
+    known."""
 
     def __init__(
         self,
@@ -884,7 +897,7 @@ class _Recorder:
 
 
 def _bearer_key(request: httpx.Request) -> str | None:
-    """The key from ``Authorization: Bearer <key>``, or ``None``."""
+    """The key from `Authorization: Bearer <key>`, or `None`."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer":
@@ -893,7 +906,7 @@ def _bearer_key(request: httpx.Request) -> str | None:
 
 
 def _read_timeout(request: httpx.Request) -> float | None:
-    """The client's read timeout for ``request``, if it set one."""
+    """The client's read timeout for `request`, if it set one."""
     timeouts = request.extensions.get("timeout")
     if isinstance(timeouts, dict):
         value = timeouts.get("read")
@@ -903,7 +916,7 @@ def _read_timeout(request: httpx.Request) -> float | None:
 
 
 def _body_for_record(raw: bytes) -> Json | None:
-    """The body as recorded: a JSON object without any key in it, else ``None``."""
+    """The body as recorded: a JSON object without any key in it, else `None`."""
     if not raw:
         return None
     try:
@@ -978,7 +991,7 @@ def _search_answer(params: Json, number: int) -> tuple[Json, int]:
 
 
 def _search_payload(params: Json, credits: int, number: int) -> Json:
-    """A deterministic Tavily search answer for ``params``."""
+    """A deterministic Tavily search answer for `params`."""
     query: str = params["query"]
     normalised = _normalise(query)
     seed = _digest("query", normalised)
@@ -1069,7 +1082,7 @@ def _extract_cost(pages: int, depth: str) -> int:
 
 
 def _extract_answer(params: Json, number: int) -> tuple[Json, int]:
-    """Pages for every web URL; anything else lands in ``failed_results``."""
+    """Pages for every web URL; anything else lands in `failed_results`."""
     results: list[Json] = []
     failed: list[Json] = []
     for url in params["urls"]:
@@ -1167,7 +1180,7 @@ def _crawl_answer(params: Json, number: int) -> tuple[Json, int]:
     return payload, credits
 
 
-#: The ``POST`` endpoints: how each validates its body and what it answers (and costs).
+#: The `POST` endpoints: how each validates its body and what it answers (and costs).
 _SERVED: dict[
     str, tuple[Callable[[bytes], Json | str], Callable[[Json, int], tuple[Json, int]]]
 ] = {

@@ -1,8 +1,8 @@
-"""Serve a :class:`~searchfuse.testing.FakeTavily` over real HTTP on 127.0.0.1.
+"""Serve a [`FakeTavily`][searchfuse.testing.FakeTavily] over real HTTP on 127.0.0.1.
 
 For code that builds its own HTTP client (a subprocess, a CLI, a library that
 cannot take an httpx transport): point it at the loopback URL, e.g. through
-``TAVILY_BASE_URL``. Each request is turned into an ``httpx.Request``, answered
+`TAVILY_BASE_URL`. Each request is turned into an `httpx.Request`, answered
 by the same model as the in-process transport, and written back. Here time is
 real: a slow answer really waits, and a timeout fault holds the connection
 without answering, so clients with short timeouts see real timeouts.
@@ -63,7 +63,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Turns one HTTP request into ``FakeTavily`` terms and writes the answer back."""
+    """Turns one HTTP request into `FakeTavily` terms and writes the answer back."""
 
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -71,11 +71,11 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 10
 
     def do_GET(self) -> None:
-        """Serve a GET (``/usage``)."""
+        """Serve a GET (`/usage`)."""
         self._dispatch()
 
     def do_POST(self) -> None:
-        """Serve a POST (``/search``)."""
+        """Serve a POST (`/search`)."""
         self._dispatch()
 
     # Other methods reach the model too, which answers 405 or 404 as Tavily would.
@@ -141,17 +141,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LoopbackServer:
-    """A running loopback HTTP server for one :class:`~searchfuse.testing.FakeTavily`.
+    """A running loopback HTTP server for one [`FakeTavily`][searchfuse.testing.FakeTavily].
 
-    Usually reached through :meth:`FakeTavily.serve`; usable directly as a
-    context manager::
+    Usually reached through [`FakeTavily.serve`][searchfuse.testing.FakeTavily.serve]; usable
+    directly as a context manager:
 
-        with LoopbackServer(fake) as server:
-            httpx.get(f"{server.url}/usage", headers=...)
+    ```python
+    with LoopbackServer(fake) as server:
+        httpx.get(f"{server.url}/usage", headers=...)
+    ```
     """
 
     def __init__(self, fake: FakeTavily, *, port: int = 0, timeout_hold: float = 30.0) -> None:
-        """Bind 127.0.0.1:``port`` (0 = any free port); :meth:`start` begins serving."""
+        """Bind 127.0.0.1:`port` (0 = any free port); `start` begins serving."""
         self._server = _Server(fake, port, timeout_hold)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -168,7 +170,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        """The base URL, ``http://127.0.0.1:<port>``."""
+        """The base URL, `http://127.0.0.1:<port>`."""
         return f"http://{_HOST}:{self.port}"
 
     def start(self) -> None:

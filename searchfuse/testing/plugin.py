@@ -1,23 +1,23 @@
 """searchfuse's pytest plugin: fixtures for a simulated Tavily and a fake clock.
 
-Registered through the ``pytest11`` entry point, so any project with
-``searchfuse[testing]`` installed gets these fixtures without a conftest:
+Registered through the `pytest11` entry point, so any project with
+`searchfuse[testing]` installed gets these fixtures without a conftest:
 
-- ``fake_clock``: a :class:`~searchfuse.testing.FakeClock`, installed with
-  :func:`~searchfuse.testing.set_testing` for the test and removed after it;
-- ``fake_tavily``: a :class:`~searchfuse.testing.FakeTavily` accepting the
-  made-up keys ``tvly-dev-test0001`` .. ``tvly-dev-test0004``, on ``fake_clock``;
-- ``tavily_mock``: ``fake_tavily`` answering every httpx request to
-  ``https://api.tavily.com`` (needs pytest-httpx); requests to any other
+- `fake_clock`: a [`FakeClock`][searchfuse.testing.FakeClock], installed with
+  [`set_testing`][searchfuse.testing.set_testing] for the test and removed after it;
+- `fake_tavily`: a [`FakeTavily`][searchfuse.testing.FakeTavily] accepting the
+  made-up keys `tvly-dev-test0001` .. `tvly-dev-test0004`, on `fake_clock`;
+- `tavily_mock`: `fake_tavily` answering every httpx request to
+  `https://api.tavily.com` (needs pytest-httpx); requests to any other
   host (an LLM client, a loopback server) reach the network; yields the fake;
-- ``tavily_server``: ``fake_tavily`` served on a loopback port; yields the base
-  URL and sets ``TAVILY_BASE_URL`` to it for the test;
-- ``tavily_cascade``: a :class:`~searchfuse.testing.Cascade` on ``fake_tavily``
+- `tavily_server`: `fake_tavily` served on a loopback port; yields the base
+  URL and sets `TAVILY_BASE_URL` to it for the test;
+- `tavily_cascade`: a [`Cascade`][searchfuse.testing.Cascade] on `fake_tavily`
   (one search per key per minute): build routers on it, fire a burst of
   parallel calls in one turn, read how many requests reached the API, how
   many got 429 and how many keys ended in cooldown.
 
-Between tests the plugin calls :func:`searchfuse.testing.reset`: no guard
+Between tests the plugin calls [`searchfuse.testing.reset`][searchfuse.testing.reset]: no guard
 remembers an earlier test's 429, turn or cache, and a fake clock installed
 for the whole suite goes back to its start.
 
@@ -49,10 +49,10 @@ TAVILY_URL = "https://api.tavily.com"
 
 
 class _TavilyOrYours:
-    """pytest-httpx's ``should_mock`` for a test using ``tavily_mock``.
+    """pytest-httpx's `should_mock` for a test using `tavily_mock`.
 
     Tavily's host is mocked; so is whatever the test's own
-    ``@pytest.mark.httpx_mock(should_mock=...)`` asks for; the rest goes out.
+    `@pytest.mark.httpx_mock(should_mock=...)` asks for; the rest goes out.
     """
 
     def __init__(self, yours: Callable[[Any], bool] | None) -> None:
@@ -65,7 +65,7 @@ class _TavilyOrYours:
 
 
 def _mock_tavily_only(node: pytest.Item) -> None:
-    """Give ``node`` an ``httpx_mock`` marker whose ``should_mock`` spares other hosts."""
+    """Give `node` an `httpx_mock` marker whose `should_mock` spares other hosts."""
     yours = None
     for marker in node.iter_markers("httpx_mock"):
         if "should_mock" in marker.kwargs:
@@ -78,7 +78,7 @@ def _mock_tavily_only(node: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use ``tavily_mock`` mock Tavily's host only (pytest-httpx's ``should_mock``)."""
+    """Tests that use `tavily_mock` mock Tavily's host only (pytest-httpx's `should_mock`)."""
     for item in items:
         if "tavily_mock" in getattr(item, "fixturenames", ()):
             _mock_tavily_only(item)
@@ -86,7 +86,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def searchfuse_reset() -> Iterator[None]:
-    """After every test, :func:`searchfuse.testing.reset`: guards and fake time start afresh."""
+    """After every test, [`searchfuse.testing.reset`][searchfuse.testing.reset]: guards and fake
+    time start afresh."""
     yield
     from searchfuse.testing import reset
 
@@ -95,9 +96,9 @@ def searchfuse_reset() -> Iterator[None]:
 
 @pytest.fixture
 def fake_clock() -> Iterator[FakeClock]:
-    """A :class:`~searchfuse.testing.FakeClock`, installed as searchfuse's clock for the test.
+    """A [`FakeClock`][searchfuse.testing.FakeClock], installed as searchfuse's clock for the test.
 
-    Guards and routers built without ``clock=`` read it, and their waits
+    Guards and routers built without `clock=` read it, and their waits
     advance it instead of sleeping. Real time is restored after the test.
     """
     from searchfuse.testing import testing_mode
@@ -108,12 +109,12 @@ def fake_clock() -> Iterator[FakeClock]:
 
 @pytest.fixture
 def fake_tavily(fake_clock: FakeClock) -> FakeTavily:
-    """A :class:`~searchfuse.testing.FakeTavily` with four made-up keys, on ``fake_clock``.
+    """A [`FakeTavily`][searchfuse.testing.FakeTavily] with four made-up keys, on `fake_clock`.
 
-    The keys are ``tvly-dev-test0001`` .. ``tvly-dev-test0004``
-    (:data:`searchfuse.testing.TEST_KEYS`), each in an account of its own.
-    Nothing serves it yet: use ``tavily_mock`` or ``tavily_server``, or
-    ``fake_tavily.transport()``.
+    The keys are `tvly-dev-test0001` .. `tvly-dev-test0004`
+    (`searchfuse.testing.TEST_KEYS`), each in an account of its own.
+    Nothing serves it yet: use `tavily_mock` or `tavily_server`, or
+    `fake_tavily.transport()`.
     """
     from searchfuse.testing import TEST_KEYS, FakeTavily
 
@@ -122,9 +123,9 @@ def fake_tavily(fake_clock: FakeClock) -> FakeTavily:
 
 @pytest.fixture
 def tavily_mock(fake_tavily: FakeTavily, request: pytest.FixtureRequest) -> FakeTavily:
-    """``fake_tavily``, answering every httpx request to ``https://api.tavily.com``.
+    """`fake_tavily`, answering every httpx request to `https://api.tavily.com`.
 
-    Mounted on pytest-httpx's ``httpx_mock`` as an optional, reusable
+    Mounted on pytest-httpx's `httpx_mock` as an optional, reusable
     response, so a test that never searches does not fail. Only Tavily's host
     is intercepted: an LLM client or any other httpx call in the same test
     reaches its server. Yields the fake, for fault injection and for reading
@@ -136,7 +137,7 @@ def tavily_mock(fake_tavily: FakeTavily, request: pytest.FixtureRequest) -> Fake
         httpx_mock = request.getfixturevalue("httpx_mock")
     except pytest.FixtureLookupError:
         pytest.fail(
-            "the tavily_mock fixture needs pytest-httpx: pip install 'searchfuse[testing]' "
+            "the tavily_mock fixture needs pytest-httpx: pip install '.[testing]' "
             "(or use tavily_server, or fake_tavily.transport())",
             pytrace=False,
         )
@@ -146,9 +147,9 @@ def tavily_mock(fake_tavily: FakeTavily, request: pytest.FixtureRequest) -> Fake
 
 @pytest.fixture
 def tavily_server(fake_tavily: FakeTavily, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``fake_tavily`` served over HTTP on 127.0.0.1; yields the base URL.
+    """`fake_tavily` served over HTTP on 127.0.0.1; yields the base URL.
 
-    ``TAVILY_BASE_URL`` points at it for the duration of the test, so code that
+    `TAVILY_BASE_URL` points at it for the duration of the test, so code that
     honours that variable talks to the fake. The server stops after the test.
     """
     with fake_tavily.serve() as url:
@@ -158,12 +159,12 @@ def tavily_server(fake_tavily: FakeTavily, monkeypatch: pytest.MonkeyPatch) -> I
 
 @pytest.fixture
 def tavily_cascade(fake_tavily: FakeTavily, fake_clock: FakeClock) -> Cascade:
-    """A 429 cascade on ``fake_tavily``: each key accepts one search per minute.
+    """A 429 cascade on `fake_tavily`: each key accepts one search per minute.
 
-    ``tavily_cascade.router(**options)`` builds a router on the fake;
-    ``tavily_cascade.burst(search, calls=30)`` calls ``search`` from 30 threads
-    at once in one turn and returns a :class:`~searchfuse.testing.CascadeResult`
-    (``requests``, ``rate_limited``, ``keys_cooling``, ``served``, ``failed``).
+    `tavily_cascade.router(**options)` builds a router on the fake;
+    `tavily_cascade.burst(search, calls=30)` calls `search` from 30 threads
+    at once in one turn and returns a [`CascadeResult`][searchfuse.testing.CascadeResult]
+    (`requests`, `rate_limited`, `keys_cooling`, `served`, `failed`).
     """
     from searchfuse.testing import Cascade
 
