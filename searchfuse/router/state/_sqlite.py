@@ -84,14 +84,21 @@ CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
-_UPSERT_KEY = (
-    f"INSERT OR REPLACE INTO keys (fp, {', '.join(_KEY_COLS)}, rev) "
-    f"VALUES ({', '.join('?' * (len(_KEY_COLS) + 2))})"
-)
-_UPSERT_ACCOUNT = (
-    f"INSERT OR REPLACE INTO accounts (name, {', '.join(_ACCOUNT_COLS)}, rev) "
-    f"VALUES ({', '.join('?' * (len(_ACCOUNT_COLS) + 2))})"
-)
+
+
+def _upsert(table: str, pk: str, cols: tuple[str, ...]) -> str:
+    # An update in place when the row exists (no delete and re-insert of the row
+    # and its index entries, which INSERT OR REPLACE would do).
+    names = (*cols, "rev")
+    return (
+        f"INSERT INTO {table} ({pk}, {', '.join(names)}) "
+        f"VALUES ({', '.join('?' * (len(names) + 1))}) "
+        f"ON CONFLICT ({pk}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in names)
+    )
+
+
+_UPSERT_KEY = _upsert("keys", "fp", _KEY_COLS)
+_UPSERT_ACCOUNT = _upsert("accounts", "name", _ACCOUNT_COLS)
 
 
 class _Tx(TxState):
