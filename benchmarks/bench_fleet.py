@@ -9,7 +9,9 @@ runs a router with pacing on, over one SQLite file, then over one Redis (a
 ``redis-server`` from PATH on a free loopback port unless ``--redis`` is
 given). Time runs ``--scale`` times faster than the wall clock for the
 simulator and every router alike (one shared epoch), so a two-minute run
-takes twelve seconds once every process is ready. Printed: the 429s the
+takes 24 seconds once every process is ready. Scaling time scales network
+delay too: at 5x, pacing's one-second margin over Tavily's window is 200 ms
+of real delay between the pacing decision and the simulator's clock. Printed: the 429s the
 simulator answered (the target is 0) and the searches served against the
 keys' aggregate rate over the run (the target is at least 95%).
 """
@@ -34,7 +36,7 @@ from searchfuse.testing import FakeTavily
 WORKER = textwrap.dedent(
     """
     import json, sys, time
-    from searchfuse import Router, Throttled
+    from searchfuse import Router, SearchRefused, Throttled
     from searchfuse.router.config import KeyEntry
     from searchfuse.router.state import RedisStore, SqliteStore
 
@@ -46,7 +48,7 @@ WORKER = textwrap.dedent(
     entries = [KeyEntry(k, rpm=int(rpm)) for k in json.loads(keys)]
     router = Router(entries, state=store, base_url=url, clock=clock, sleep=sleep,
                     max_wait=5.0, sync_interval=1e9)
-    served = throttled = 0
+    served = throttled = refused = 0
     print("ready", flush=True)
     begin, end = (float(x) for x in sys.stdin.readline().split())
     sleep(max(0.0, begin - clock()))  # every process starts at the same instant
@@ -56,7 +58,10 @@ WORKER = textwrap.dedent(
             served += 1
         except Throttled:
             throttled += 1
-    print(json.dumps({"served": served, "throttled": throttled}))
+        except SearchRefused:  # a 429 (or the hold after one): the run has failed its target
+            refused += 1
+            sleep(1.0)
+    print(json.dumps({"served": served, "throttled": throttled, "refused": refused}))
     """
 )
 
@@ -148,7 +153,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=4)
     parser.add_argument("--rpm", type=int, default=30)
     parser.add_argument("--minutes", type=float, default=2.0)
-    parser.add_argument("--scale", type=float, default=10.0)
+    parser.add_argument("--scale", type=float, default=5.0)
     parser.add_argument("--redis", default=None)
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args()
