@@ -1,7 +1,7 @@
 """The multi-key Tavily router: choose a key by real quota, react to every answer, explain.
 
-The public names are :class:`Router`, the config types and the stores; the
-reaction table lives in :mod:`searchfuse.router.policy`.
+The public names are [`Router`][searchfuse.Router], the config types and the stores; the
+reaction table lives in `searchfuse.router.policy`.
 """
 
 from searchfuse.router.config import Config, KeyEntry, config_from_env, load_config

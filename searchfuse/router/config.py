@@ -1,12 +1,14 @@
-"""Where the router's keys come from: ``config/keys.json`` (v2 or legacy) or the environment.
+"""Where the router's keys come from: `config/keys.json` (v2 or legacy) or the environment.
 
-Format v2::
+Format v2:
 
-    {"format_version": 2, "cooldown_minutes": 0.5,
-     "keys": [{"key": "tvly-...", "account": "main@example.com", "notes": "main"}]}
+```json
+{"format_version": 2, "cooldown_minutes": 0.5,
+ "keys": [{"key": "tvly-...", "account": "main@example.com", "notes": "main"}]}
+```
 
-Legacy files (``{"cooldown_minutes": 10, "keys": ["tvly-...", ...]}``, a bare
-list of keys, or key objects with ``source`` instead of ``account``) are
+Legacy files (`{"cooldown_minutes": 10, "keys": ["tvly-...", ...]}`, a bare
+list of keys, or key objects with `source` instead of `account`) are
 migrated to v2 on load: backup first, verify, then replace atomically.
 """
 
@@ -91,7 +93,7 @@ def _describe(ch: str) -> str:
 
 @dataclass(frozen=True)
 class KeyEntry:
-    """One API key with the account it belongs to. ``repr`` never shows the key."""
+    """One API key with the account it belongs to. `repr` never shows the key."""
 
     key: str = field(repr=False)
     account: str | None = None
@@ -100,8 +102,8 @@ class KeyEntry:
     disabled: bool = False
     #: Fields searchfuse does not know (kept when a legacy file is migrated).
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    #: Requests per minute this key may send (``None``: ``SEARCHFUSE_RPM``, else
-    #: Tavily's published limit for the kind of key, see :func:`key_rpm`).
+    #: Requests per minute this key may send (`None`: `SEARCHFUSE_RPM`, else
+    #: Tavily's published limit for the kind of key, see `key_rpm`).
     rpm: int | None = None
 
     # Computed once: selection reads them for every key on every search.
@@ -112,7 +114,7 @@ class KeyEntry:
 
     @functools.cached_property
     def masked(self) -> str:
-        """The key as people see it: ``tvly-dev-…a1b2``."""
+        """The key as people see it: `tvly-dev-…a1b2`."""
         return mask(self.key)
 
     @functools.cached_property
@@ -233,9 +235,10 @@ def _rpm(value: Any, source: str, where: str) -> int | None:
 
 
 def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
-    """The requests per minute the router allows ``entry``: its ``rpm`` in the keys
-    file, else ``SEARCHFUSE_RPM``, else Tavily's limit (100 for ``tvly-dev-`` keys,
-    1000 for the others). A malformed ``SEARCHFUSE_RPM`` is a :class:`ConfigError`."""
+    """The requests per minute the router allows `entry`: its `rpm` in the keys
+    file, else `SEARCHFUSE_RPM`, else Tavily's limit (100 for `tvly-dev-` keys,
+    1000 for the others). A malformed `SEARCHFUSE_RPM` is a
+    [`ConfigError`][searchfuse.errors.ConfigError]."""
     if entry.rpm is not None:
         return entry.rpm
     env = os.environ if environ is None else environ
@@ -252,9 +255,10 @@ def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
 
 
 def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) -> Config:
-    """Validate decoded JSON and return a :class:`Config` (``legacy`` tells if it needs migrating).
+    """Validate decoded JSON and return a [`Config`][searchfuse.router.Config] (`legacy` tells if
+    it needs migrating).
 
-    Raises :class:`ConfigError` naming ``source``, the field and the fix.
+    Raises [`ConfigError`][searchfuse.errors.ConfigError] naming `source`, the field and the fix.
     """
     legacy = False
     if isinstance(data, list):
@@ -341,7 +345,7 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
 
 
 def render_config(config: Config) -> str:
-    """The v2 JSON text for ``config`` (what a migrated file contains)."""
+    """The v2 JSON text for `config` (what a migrated file contains)."""
     keys: list[dict[str, Any]] = []
     for entry in config.keys:
         item: dict[str, Any] = {"key": entry.key, "account": entry.account}
@@ -396,7 +400,7 @@ def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Confi
 def load_config(
     path: str | os.PathLike[str], *, migrate: bool = True, clock: _clock.Clock | None = None
 ) -> Config:
-    """Read ``keys.json``; migrate a legacy file to v2 (backup first) unless ``migrate=False``.
+    """Read `keys.json`; migrate a legacy file to v2 (backup first) unless `migrate=False`.
 
     A migration that fails at any step leaves the original file untouched; the
     router still starts with the keys it read, and a warning says why.
@@ -462,7 +466,7 @@ _DEPTH_FIX = 'a keys file is {"format_version": 2, "keys": [...]}: compare with 
 
 
 def _depth(value: Any) -> int:
-    """How deeply ``value`` nests (iteratively: a hostile file must not exhaust the stack)."""
+    """How deeply `value` nests (iteratively: a hostile file must not exhaust the stack)."""
     deepest = 0
     todo: list[tuple[Any, int]] = [(value, 1)]
     while todo:
@@ -516,11 +520,11 @@ def _split_keys(text: str) -> list[str]:
 
 
 def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
-    """Keys from ``TAVILY_API_KEYS`` (comma- or newline-separated) or ``TAVILY_API_KEY``,
-    ``TAVILY_API_KEY_2``, ``TAVILY_API_KEY_3``, ...
+    """Keys from `TAVILY_API_KEYS` (comma- or newline-separated) or `TAVILY_API_KEY`,
+    `TAVILY_API_KEY_2`, `TAVILY_API_KEY_3`, ...
 
-    ``SEARCHFUSE_COOLDOWN_MINUTES`` sets the fallback cooldown. Raises
-    :class:`ConfigError` when no key is set.
+    `SEARCHFUSE_COOLDOWN_MINUTES` sets the fallback cooldown. Raises
+    [`ConfigError`][searchfuse.errors.ConfigError] when no key is set.
     """
     env = os.environ if environ is None else environ
     keys: list[tuple[str, str]] = []
@@ -574,7 +578,8 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
 
 
 def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
-    """A :class:`Config` from what a caller handed the ``Router`` constructor."""
+    """A [`Config`][searchfuse.router.Config] from what a caller handed the `Router`
+    constructor."""
     if isinstance(value, Config):
         return value
     if isinstance(value, str):

@@ -4,11 +4,11 @@ Agents and people jump to "quota exhausted" or "Tavily is down" when the local
 state was merely stale (incident 2). The diagnosis walks the evidence in
 order and only then names a verdict:
 
-1. ``state``: what the state store says per key;
-2. ``cooldown``: now vs ``cooldown_until`` (expired means stale, not dead);
-3. ``quota``: usage vs limit (below 80% is never "exhausted");
-4. ``probe``: ``/usage`` asked per key, one at a time (only with ``probe=True``);
-5. ``verdict``: healthy, stale, cooling, burst, auth, exhausted or upstream.
+1. `state`: what the state store says per key;
+2. `cooldown`: now vs `cooldown_until` (expired means stale, not dead);
+3. `quota`: usage vs limit (below 80% is never "exhausted");
+4. `probe`: `/usage` asked per key, one at a time (only with `probe=True`);
+5. `verdict`: healthy, stale, cooling, burst, auth, exhausted or upstream.
 """
 
 from __future__ import annotations
@@ -73,12 +73,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The result of :meth:`searchfuse.Router.diagnose`.
+    """The result of [`searchfuse.Router.diagnose`][searchfuse.Router.diagnose].
 
-    ``steps`` are in verification order (state, cooldown, quota, probe,
-    verdict); ``verdict`` is one of :data:`VERDICTS`; ``burst`` is True when
-    several keys were rate-limited within seconds of each other. ``str()``
-    renders it for people and models; :meth:`to_dict` for machines.
+    `steps` are in verification order (state, cooldown, quota, probe,
+    verdict); `verdict` is one of `VERDICTS`; `burst` is True when
+    several keys were rate-limited within seconds of each other. `str()`
+    renders it for people and models; [`to_dict`][searchfuse.Diagnosis.to_dict] for machines.
     """
 
     steps: tuple[Step, ...]
@@ -88,14 +88,14 @@ class Diagnosis:
     retry_after: float | None = None
 
     def step(self, name: str) -> Step:
-        """The step called ``name``."""
+        """The step called `name`."""
         for s in self.steps:
             if s.name == name:
                 return s
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"steps": [...], "verdict": ..., "burst": ..., "advice": ..., "retry_after": ...}``."""
+        """`{"steps": [...], "verdict": ..., "burst": ..., "advice": ..., "retry_after": ...}`."""
         return {
             "steps": [s.to_dict() for s in self.steps],
             "verdict": self.verdict,
@@ -301,9 +301,9 @@ def diagnose_candidates(
 ) -> Diagnosis:
     """Build the diagnosis from state snapshots taken before and after the probe.
 
-    Without a probe, ``before`` and ``after`` are the same snapshot. ``hold``
+    Without a probe, `before` and `after` are the same snapshot. `hold`
     is the router-wide rate-limit hold: seconds left and the key that set it.
-    ``outage`` is what the router saw in the call that failed: ``(verdict,
+    `outage` is what the router saw in the call that failed: ``(verdict,
     advice, retry_after)``. The state may call keys available that this call
     just saw fail; then the verdict is the outage's, never "healthy".
     """

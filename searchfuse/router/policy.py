@@ -2,7 +2,7 @@
 
 This module is the one place that turns an HTTP status (or an exception from a
 search function) into a reaction. Reading the answer itself (its status,
-Retry-After, the clamps) lives in :mod:`searchfuse._answers`, which the guard
+Retry-After, the clamps) lives in `searchfuse._answers`, which the guard
 shares without importing the router; the names are re-exported here.
 """
 
@@ -56,7 +56,7 @@ class Outcome(enum.StrEnum):
     RATE_LIMITED = "rate_limited"
     EXHAUSTED = "exhausted"
     UPSTREAM = "upstream"
-    #: A redirect or a 404/405 from ``/search``: the base URL does not point at
+    #: A redirect or a 404/405 from `/search`: the base URL does not point at
     #: Tavily's API. A configuration problem, not the key's fault.
     MISCONFIGURED = "misconfigured"
 
@@ -68,13 +68,13 @@ class Park(enum.StrEnum):
     CLEAR = "clear"
     #: The key is left as it was (the request or the configuration is wrong).
     NONE = "none"
-    #: :data:`AUTH_COOLDOWN` (401/403 are never permanent, incident 7).
+    #: `AUTH_COOLDOWN` (401/403 are never permanent, incident 7).
     AUTH = "auth"
-    #: Retry-After, else the router's ``cooldown_minutes``.
+    #: Retry-After, else the router's `cooldown_minutes`.
     RETRY_AFTER = "retry_after"
-    #: The router's ``cooldown_minutes``.
+    #: The router's `cooldown_minutes`.
     FALLBACK = "fallback"
-    #: Soft skip until ``/usage`` shows headroom or the month rolls.
+    #: Soft skip until `/usage` shows headroom or the month rolls.
     EXHAUSTED = "exhausted"
 
 
@@ -83,13 +83,13 @@ class Reaction:
     """What the router does after an answer of one kind. The router reads these fields;
     it does not restate the table in if-chains.
 
-    - ``park``: what happens to the key's cooldown (:class:`Park`);
-    - ``failover``: whether the same call moves on to the next key (``None``:
-      the router's ``on_429`` policy decides);
-    - ``penalises_key``: whether the key's error is recorded against it;
-    - ``holds_router``: whether the whole router is held for the park (unless
-      ``on_429="failover"``): a burst that 429s one key 429s them all (incident 1);
-    - ``trips_breaker``: whether the answer counts as Tavily failing, for the
+    - `park`: what happens to the key's cooldown (`Park`);
+    - `failover`: whether the same call moves on to the next key (`None`:
+      the router's `on_429` policy decides);
+    - `penalises_key`: whether the key's error is recorded against it;
+    - `holds_router`: whether the whole router is held for the park (unless
+      `on_429="failover"`): a burst that 429s one key 429s them all (incident 1);
+    - `trips_breaker`: whether the answer counts as Tavily failing, for the
       router-wide breaker.
     """
 
@@ -102,11 +102,11 @@ class Reaction:
 
     @property
     def cooldown(self) -> str:
-        """The park kind as a string (older name of :attr:`park`)."""
+        """The park kind as a string (older name of `park`)."""
         return str(self.park)
 
     def park_seconds(self, retry_after: float | None, fallback: float) -> float:
-        """How long the key is parked: clamped to :data:`MAX_PARK`; 0.0 for no park."""
+        """How long the key is parked: clamped to `MAX_PARK`; 0.0 for no park."""
         if self.park is Park.AUTH:
             return AUTH_COOLDOWN
         if self.park is Park.RETRY_AFTER:
@@ -139,7 +139,7 @@ REACTIONS: dict[Outcome, Reaction] = {
 
 
 def classify_status(status: int | None) -> Outcome:
-    """The table row for an HTTP status; ``None`` is a timeout or connection error."""
+    """The table row for an HTTP status; `None` is a timeout or connection error."""
     if status is None:
         return Outcome.UPSTREAM
     if 200 <= status < 300:
@@ -160,10 +160,10 @@ def classify_status(status: int | None) -> Outcome:
 
 
 def classify_exception(exc: BaseException) -> Outcome | None:
-    """The table row for an exception raised by a search function, or ``None`` if unknown.
+    """The table row for an exception raised by a search function, or `None` if unknown.
 
     Timeouts and connection errors (httpx's, tavily-python's, the builtin
-    ``TimeoutError`` and ``ConnectionError``) are upstream failures.
+    `TimeoutError` and `ConnectionError`) are upstream failures.
     """
     status = status_of(exc)
     if status is not None:

@@ -1,9 +1,9 @@
 """Router: choose a key -> call Tavily -> classify the answer -> record it -> fail over.
 
 Each operation is written once, as a generator that yields the I/O it needs
-(a ``/usage`` request, a search, a call of the caller's function, a wait) and
+(a `/usage` request, a search, a call of the caller's function, a wait) and
 receives the outcome. A small sync driver and a small async driver perform
-that I/O, so ``search`` and ``asearch`` cannot drift apart.
+that I/O, so `search` and `asearch` cannot drift apart.
 """
 
 from __future__ import annotations
@@ -93,17 +93,17 @@ log = logging.getLogger("searchfuse.router")
 T = TypeVar("T")
 On429 = Literal["stop", "retry", "failover"]
 
-#: ``on_429="retry"``: how many retries on the same key, and the first wait.
+#: `on_429="retry"`: how many retries on the same key, and the first wait.
 RETRIES_ON_429 = 2
 FIRST_RETRY_WAIT = 0.5
-#: Every call (fail-over, ``/usage``, retries included) ends within this many seconds.
+#: Every call (fail-over, `/usage`, retries included) ends within this many seconds.
 DEFAULT_DEADLINE = 60.0
 #: A call tries at most this many keys: a 5xx storm must not fan one call out to every key.
 DEFAULT_MAX_KEYS_PER_CALL = 3
 #: After this many upstream failures in a row (5xx, timeouts, no connection) the
-#: whole router pauses for ``cooldown_minutes``: Tavily is failing, not a key.
+#: whole router pauses for `cooldown_minutes`: Tavily is failing, not a key.
 DEFAULT_BREAKER_THRESHOLD = 6
-#: ``/usage`` is an optimisation: it may use at most this share of a call's time left.
+#: `/usage` is an optimisation: it may use at most this share of a call's time left.
 USAGE_SHARE = 1 / 3
 #: State changes of served answers kept for a retry while the store fails.
 MAX_PENDING = 1000
@@ -111,14 +111,14 @@ MAX_PENDING = 1000
 MAX_SEARCH_CREDITS = 100.0
 #: Searches starting within this many seconds of the previous pick stay on its key.
 STICKY_WINDOW = 2.0
-#: How long a call may wait for a key with room before :class:`Throttled`.
+#: How long a call may wait for a key with room before [`Throttled`][searchfuse.errors.Throttled].
 DEFAULT_MAX_WAIT = 10.0
 #: Pacing counts a request when it is decided; Tavily counts it when it arrives,
 #: a little later. A second more than Tavily's window keeps the difference in
-#: network delay between two requests from ever putting ``rpm + 1`` in its window.
+#: network delay between two requests from ever putting `rpm + 1` in its window.
 PACE_MARGIN = 1.0
 PACE_WINDOW = RATE_WINDOW + PACE_MARGIN
-#: Figures older than this are refreshed from ``/usage`` (for the key in use only).
+#: Figures older than this are refreshed from `/usage` (for the key in use only).
 DEFAULT_SYNC_INTERVAL = 1800.0
 
 
@@ -132,7 +132,7 @@ class _Usage:
 
 @dataclass(frozen=True)
 class _Search:
-    """A ``POST`` to one of Tavily's endpoints (``/search`` unless told otherwise)."""
+    """A `POST` to one of Tavily's endpoints (`/search` unless told otherwise)."""
 
     entry: KeyEntry
     body: dict[str, Any]
@@ -160,13 +160,13 @@ _Step = _Usage | _Search | _Call | _Sleep | _Fallback
 
 @dataclass(frozen=True)
 class _Returned:
-    """What the caller's function returned in a ``call`` flow."""
+    """What the caller's function returned in a `call` flow."""
 
     value: Any
 
 
 class _Breaker:
-    """Router-wide: after ``threshold`` upstream failures in a row, refuse for a while.
+    """Router-wide: after `threshold` upstream failures in a row, refuse for a while.
 
     Per-key cooldowns stop one call from asking a failing key twice; the breaker
     stops the next calls from walking through the remaining keys of a Tavily
@@ -201,7 +201,7 @@ class _Breaker:
 
 
 def _left(deadline: float | None) -> float:
-    """Real seconds left until ``deadline`` (``inf`` for none)."""
+    """Real seconds left until `deadline` (`inf` for none)."""
     return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
 
 
@@ -213,7 +213,7 @@ def _check_timeout(timeout: float | None) -> None:
 
 
 def _past(deadline: float | None, ahead: float = 0.0) -> bool:
-    """Whether ``deadline`` (a ``time.monotonic()`` instant) has passed, ``ahead`` seconds on."""
+    """Whether `deadline` (a `time.monotonic()` instant) has passed, `ahead` seconds on."""
     return deadline is not None and time.monotonic() + ahead >= deadline
 
 
@@ -228,7 +228,7 @@ class _Answer:
 
 
 def _advance(flow: Generator[_Step, Any, Any], value: Any) -> tuple[bool, Any]:
-    """Send ``value`` into ``flow``: ``(False, next step)`` or ``(True, its return value)``."""
+    """Send `value` into `flow`: `(False, next step)` or `(True, its return value)`."""
     try:
         return False, flow.send(value)
     except StopIteration as stop:
@@ -238,48 +238,49 @@ def _advance(flow: Generator[_Step, Any, Any], value: Any) -> tuple[bool, Any]:
 class Router:
     """A quota-aware client for several Tavily keys.
 
-    ::
-
-        router = Router(["tvly-dev-test0001", "tvly-dev-test0002"], state="state/quota.json")
-        result = router.search("python 3.13 release date", max_results=3)
+    ```python
+    router = Router(["tvly-dev-test0001", "tvly-dev-test0002"], state="state/quota.json")
+    result = router.search("python 3.13 release date", max_results=3)
+    ```
 
     Keys are chosen by real remaining quota; invalid, rate-limited, exhausted
     and cooling keys are skipped; every answer updates the key's state
-    according to one reaction table (:data:`searchfuse.router.policy.REACTIONS`).
+    according to one reaction table (`searchfuse.router.policy.REACTIONS`).
 
     Args:
-        keys: API keys (strings or :class:`KeyEntry`), or a :class:`Config`.
-        state: a path (JSON file shared by processes), a :class:`Store`, or
-            ``None`` for in-memory state.
-        base_url: Tavily's address; ``TAVILY_BASE_URL`` overrides the default.
+        keys: API keys (strings or [`KeyEntry`][searchfuse.router.KeyEntry]), or a
+            [`Config`][searchfuse.router.Config].
+        state: a path (JSON file shared by processes), a [`Store`][searchfuse.router.Store], or
+            `None` for in-memory state.
+        base_url: Tavily's address; `TAVILY_BASE_URL` overrides the default.
         clock: zero-argument callable returning epoch seconds.
         sleep: how to wait between retries (default: real sleep, or the
-            testing clock under :func:`searchfuse.testing.set_testing`).
-        on_429: ``"stop"`` (raise :class:`RateLimited`, try no other key),
-            ``"retry"`` (two retries on the same key, then stop) or
-            ``"failover"`` (try the next key).
+            testing clock under [`searchfuse.testing.set_testing`][searchfuse.testing.set_testing]).
+        on_429: `"stop"` (raise [`RateLimited`][searchfuse.errors.RateLimited], try no other key),
+            `"retry"` (two retries on the same key, then stop) or
+            `"failover"` (try the next key).
         cooldown_minutes: fallback cooldown (float); defaults to the config's
             value, else 1.0.
         timeout: httpx timeout for each request.
-        sync_interval: seconds after which a key's ``/usage`` figures are stale.
-        transport: the httpx transport for ``search`` and friends (the test seam).
-        async_transport: the httpx transport for ``asearch`` and friends.
-        fallback: ``fallback(query, max_results=..., **params) -> dict`` (sync or
+        sync_interval: seconds after which a key's `/usage` figures are stale.
+        transport: the httpx transport for `search` and friends (the test seam).
+        async_transport: the httpx transport for `asearch` and friends.
+        fallback: `fallback(query, max_results=..., **params) -> dict` (sync or
             async), used only when no key can serve for a reason other than a
             rate limit (auth failure, exhausted quota, Tavily failing).
-        pace: keep every key within its request rate (``keys[].rpm``, else
-            ``SEARCHFUSE_RPM``, else Tavily's published limit), across every
-            process sharing the store; ``False`` turns pacing off.
+        pace: keep every key within its request rate (`keys[].rpm`, else
+            `SEARCHFUSE_RPM`, else Tavily's published limit), across every
+            process sharing the store; `False` turns pacing off.
         max_wait: the longest a call waits for a key to have room (through
-            ``clock`` and ``sleep``) before raising :class:`Throttled`.
+            `clock` and `sleep`) before raising [`Throttled`][searchfuse.errors.Throttled].
         deadline: seconds within which every call ends, whatever the server
-            does (drip, silence): fail-over, ``/usage`` and retries included
-            (default 60; ``None`` for none).
+            does (drip, silence): fail-over, `/usage` and retries included
+            (default 60; `None` for none).
         max_keys_per_call: the most keys one call tries before it gives up
             (default 3).
         breaker_threshold: upstream failures in a row (5xx, timeouts, no
             connection) after which the whole router pauses for
-            ``cooldown_minutes`` (default 6).
+            `cooldown_minutes` (default 6).
     """
 
     def __init__(
@@ -359,8 +360,8 @@ class Router:
     def from_config(
         cls, path: str | os.PathLike[str] = "config/keys.json", **options: Any
     ) -> Router:
-        """A router for the keys in ``path``; state defaults to ``state/searchfuse.db``
-        beside the ``config/`` folder (a ``state/quota.json`` there is imported
+        """A router for the keys in `path`; state defaults to `state/searchfuse.db`
+        beside the `config/` folder (a `state/quota.json` there is imported
         once). Legacy files are migrated (backup first)."""
         try:
             config = load_config(path, clock=options.get("clock"))
@@ -375,8 +376,8 @@ class Router:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **options: Any) -> Router:
-        """A router for the keys in ``TAVILY_API_KEYS`` or ``TAVILY_API_KEY``,
-        ``TAVILY_API_KEY_2``, ... State goes to ``SEARCHFUSE_STATE`` if set,
+        """A router for the keys in `TAVILY_API_KEYS` or `TAVILY_API_KEY`,
+        `TAVILY_API_KEY_2`, ... State goes to `SEARCHFUSE_STATE` if set,
         else stays in memory."""
         env = os.environ if environ is None else environ
         try:
@@ -425,7 +426,7 @@ class Router:
 
     @property
     def keys(self) -> tuple[KeyEntry, ...]:
-        """The configured keys (``repr`` masks them)."""
+        """The configured keys (`repr` masks them)."""
         return self.config.keys
 
     def now(self) -> float:
@@ -436,12 +437,12 @@ class Router:
         return redact(text, self._secrets)
 
     def _view(self, now: float) -> State:
-        """The store's state as of ``now``, kept up to date from what changed."""
+        """The store's state as of `now`, kept up to date from what changed."""
         with self._view_lock:
             return self._refresh(now)
 
     def _refresh(self, now: float) -> State:
-        """Bring the view and the ranking up to date (hold ``_view_lock``).
+        """Bring the view and the ranking up to date (hold `_view_lock`).
 
         Each look asks the store only for the records changed since the last
         one (for SQLite one indexed query, none when nothing changed), so a
@@ -516,7 +517,7 @@ class Router:
     ) -> NoKeyAvailable:
         """The refusal when this call cannot be served, with its diagnosis.
 
-        ``failed`` are the outcomes of the keys this call tried; ``cut`` says
+        `failed` are the outcomes of the keys this call tried; `cut` says
         why it stopped trying (deadline, key bound). Keys the state still
         calls available are then not "healthy": this call just saw them fail.
         """
@@ -585,7 +586,7 @@ class Router:
         )
 
     def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
-        """True if the key's figures are missing or stale (``/usage``'s own limit is
+        """True if the key's figures are missing or stale (`/usage`'s own limit is
         checked when the call is reserved)."""
         ks = state.keys.get(entry.fingerprint)
         if ks is None:
@@ -595,7 +596,7 @@ class Router:
         return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
 
     def _reserve_usage_call(self, entry: KeyEntry) -> bool:
-        """Count a ``/usage`` call against Tavily's limit before making it; False if over."""
+        """Count a `/usage` call against Tavily's limit before making it; False if over."""
         now = self.now()
 
         def change(state: State) -> bool:
@@ -608,7 +609,7 @@ class Router:
         return self.store.update(now, change)
 
     def _record_usage(self, entry: KeyEntry, result: Reply | BaseException) -> int | None:
-        """Store a ``/usage`` answer. Returns its HTTP status (``None`` for a transport error)."""
+        """Store a `/usage` answer. Returns its HTTP status (`None` for a transport error)."""
         now = self.now()
         if isinstance(result, BaseException):
             log.info("usage sync for %s failed: %s", entry.masked, type(result).__name__)
@@ -696,7 +697,7 @@ class Router:
                 return
 
     def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
-        """Apply the reaction table row for ``answer`` to ``entry``; returns the cooldown set."""
+        """Apply the reaction table row for `answer` to `entry`; returns the cooldown set."""
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
         hold = reaction.holds_router and self.on_429 != "failover"
@@ -757,10 +758,10 @@ class Router:
     ) -> Generator[_Step, Any, tuple[KeyEntry, Any]]:
         """Pick a key, sync it if due, run one step on it, react, fail over as the table says.
 
-        Returns ``(entry, outcome)``: the key that served and the successful
-        answer (a response, or a :class:`_Returned`). Bounded: at most
-        ``max_keys_per_call`` keys, nothing after ``deadline``, at most
-        :data:`~searchfuse.router.policy.MAX_WAIT` seconds of retry waits.
+        Returns `(entry, outcome)`: the key that served and the successful
+        answer (a response, or a `_Returned`). Bounded: at most
+        `max_keys_per_call` keys, nothing after `deadline`, at most
+        `MAX_WAIT` seconds of retry waits.
         """
         tried: set[str] = set()
         failures: dict[str, str] = {}
@@ -1001,9 +1002,9 @@ class Router:
     # -- drivers ---------------------------------------------------------------------
 
     def _deadline_at(self, at_least: float | None = None) -> float | None:
-        """The ``time.monotonic()`` instant by which a call starting now must end.
+        """The `time.monotonic()` instant by which a call starting now must end.
 
-        ``at_least``: a request timeout the caller chose (a crawl may take
+        `at_least`: a request timeout the caller chose (a crawl may take
         minutes); the call's deadline never cuts it short.
         """
         if self.deadline is None:
@@ -1012,7 +1013,7 @@ class Router:
         return time.monotonic() + seconds
 
     def _usage_deadline(self, deadline: float | None) -> float | None:
-        """``/usage`` may use a share of the time left: the search must still fit."""
+        """`/usage` may use a share of the time left: the search must still fit."""
         if deadline is None:
             deadline = self._deadline_at()
             if deadline is None:
@@ -1115,12 +1116,13 @@ class Router:
     def search(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Search Tavily with the best available key and return Tavily's JSON as a dict.
 
-        ``params`` are Tavily's search parameters (``search_depth``, ``topic``,
-        ``include_domains``...). The result has an extra ``"searchfuse"`` entry
-        saying who served it (``{"served_by": "tavily", "key": "tvly-dev-…0001"}``).
+        `params` are Tavily's search parameters (`search_depth`, `topic`,
+        `include_domains`...). The result has an extra `"searchfuse"` entry
+        saying who served it (`{"served_by": "tavily", "key": "tvly-dev-…0001"}`).
 
-        Raises :class:`RateLimited` on a 429 (default policy), :class:`BadRequest`
-        on a 400, :class:`NoKeyAvailable` when no key can serve.
+        Raises [`RateLimited`][searchfuse.errors.RateLimited] on a 429 (default policy),
+        [`BadRequest`][searchfuse.errors.BadRequest] on a 400,
+        [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when no key can serve.
         """
         body = self._body(query, max_results, params)
         deadline = self._deadline_at()
@@ -1132,7 +1134,7 @@ class Router:
         return result
 
     async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
-        """Async twin of :meth:`search`."""
+        """Async twin of [`search`][searchfuse.Router.search]."""
         body = self._body(query, max_results, params)
         deadline = self._deadline_at()
         flow = self._request_flow("/search", body, deadline=deadline)
@@ -1144,15 +1146,15 @@ class Router:
     def request(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """``POST`` ``body`` to one of Tavily's :data:`~searchfuse.router.tavily.ENDPOINTS`
-        (``"/search"``, ``"/extract"``, ``"/crawl"``, ``"/map"``) and return its JSON.
+        """`POST` `body` to one of Tavily's `ENDPOINTS`
+        (`"/search"`, `"/extract"`, `"/crawl"`, `"/map"`) and return its JSON.
 
-        The same key selection, reactions and fail-over as :meth:`search`;
-        ``None`` values are left out of the body and ``include_usage`` is asked
-        for so credits are counted locally. ``timeout`` (seconds) is the time
+        The same key selection, reactions and fail-over as [`search`][searchfuse.Router.search];
+        `None` values are left out of the body and `include_usage` is asked
+        for so credits are counted locally. `timeout` (seconds) is the time
         this request may take: it replaces the router's HTTP timeouts and, when
-        longer, the call's ``deadline`` (a crawl may take minutes). The
-        fallback, a search function, stands in for ``/search`` only.
+        longer, the call's `deadline` (a crawl may take minutes). The
+        fallback, a search function, stands in for `/search` only.
         """
         _check_timeout(timeout)
         sent = self._request_body(endpoint, body)
@@ -1167,7 +1169,7 @@ class Router:
     async def arequest(
         self, endpoint: str, body: Mapping[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Async twin of :meth:`request`."""
+        """Async twin of [`request`][searchfuse.Router.request]."""
         _check_timeout(timeout)
         sent = self._request_body(endpoint, body)
         deadline = self._deadline_at(timeout)
@@ -1178,27 +1180,28 @@ class Router:
         return result
 
     def call(self, fn: Callable[[str], T]) -> T:
-        """Run ``fn(key)`` with the key the router chooses, and learn from its outcome.
+        """Run `fn(key)` with the key the router chooses, and learn from its outcome.
 
         A return is a success. An exception is classified like an HTTP answer
-        (``httpx.HTTPStatusError``, tavily-python's errors, anything with a
-        ``status_code``): 401/403, 432/433 and 5xx move on to the next key,
-        429 follows ``on_429``, 400 and unknown exceptions are re-raised.
+        (`httpx.HTTPStatusError`, tavily-python's errors, anything with a
+        `status_code`): 401/403, 432/433 and 5xx move on to the next key,
+        429 follows `on_429`, 400 and unknown exceptions are re-raised.
         """
         deadline = self._deadline_at()
         return self._drive(self._call_flow(deadline), fn, deadline)  # type: ignore[no-any-return]
 
     async def acall(self, fn: Callable[[str], Awaitable[T]]) -> T:
-        """Async twin of :meth:`call`."""
+        """Async twin of [`call`][searchfuse.Router.call]."""
         deadline = self._deadline_at()
         return await self._adrive(self._call_flow(deadline), fn, deadline)
 
     def ensure_available(self) -> None:
         """Raise if no key can serve right now; no request is sent.
 
-        Raises :class:`CooldownActive` while the router-wide rate-limit hold
-        runs (``on_429`` "stop" or "retry"), :class:`NoKeyAvailable` when every
-        key is cooling, exhausted or disabled.
+        Raises [`CooldownActive`][searchfuse.errors.CooldownActive] while the router-wide rate-limit
+        hold runs (`on_429` "stop" or "retry"),
+        [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is cooling, exhausted or
+        disabled.
         """
         now = self.now()
         state = self._view(now)
@@ -1236,15 +1239,15 @@ class Router:
         return results
 
     def test_keys(self) -> list[ProbeResult]:
-        """Ask ``/usage`` for every key, one at a time, and refresh the state with the answers.
+        """Ask `/usage` for every key, one at a time, and refresh the state with the answers.
 
-        Never runs a search (no search credits are spent). Keys whose ``/usage``
+        Never runs a search (no search credits are spent). Keys whose `/usage`
         budget (10 per 10 minutes) is used up are skipped, not asked.
         """
         return self._drive(self._probe_flow())
 
     async def atest_keys(self) -> list[ProbeResult]:
-        """Async twin of :meth:`test_keys` (still one key at a time)."""
+        """Async twin of [`test_keys`][searchfuse.Router.test_keys] (still one key at a time)."""
         return await self._adrive(self._probe_flow())
 
     def _diagnose_flow(self, probe: bool) -> Generator[_Step, Any, Diagnosis]:
@@ -1282,15 +1285,15 @@ class Router:
     def diagnose(self, probe: bool = False) -> Diagnosis:
         """Explain, in verification order, whether and why the keys can serve.
 
-        Steps: state, cooldown, quota, probe, verdict. Without ``probe`` no
-        request is sent. With ``probe=True`` each key's ``/usage`` is asked
+        Steps: state, cooldown, quota, probe, verdict. Without `probe` no
+        request is sent. With `probe=True` each key's `/usage` is asked
         directly, one key at a time (never a search), and the state is
         refreshed from the answers.
         """
         return self._drive(self._diagnose_flow(probe))
 
     async def adiagnose(self, probe: bool = False) -> Diagnosis:
-        """Async twin of :meth:`diagnose` (still one key at a time)."""
+        """Async twin of [`diagnose`][searchfuse.Router.diagnose] (still one key at a time)."""
         return await self._adrive(self._diagnose_flow(probe))
 
     def shared_cache(
@@ -1298,7 +1301,7 @@ class Router:
     ) -> MutableMapping[Hashable, Any]:
         """A TTL cache kept in this router's store: every process sharing the store
         (and this one after a restart) sees its entries, which expire on the
-        router's clock. ``guard(router=router, cache="shared")`` uses it."""
+        router's clock. `guard(router=router, cache="shared")` uses it."""
         from searchfuse.router.shared_cache import SharedCache
 
         return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)

@@ -1,7 +1,7 @@
 """Which key next: skip what cannot serve, then prefer the most remaining quota.
 
 Pure functions over state snapshots, so the rules are easy to test and the
-router, ``status`` and the diagnosis all agree on what "available" means.
+router, `status` and the diagnosis all agree on what "available" means.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def candidates(entries: Iterable[KeyEntry], state: State) -> list[Candidate]:
 
 
 def blocked_reason(c: Candidate, now: float) -> str | None:
-    """Why this key cannot serve now, or ``None`` when it can.
+    """Why this key cannot serve now, or `None` when it can.
 
     An expired cooldown is not a reason: state is a cache, and a cooldown
     that has passed simply means the key is available (incident 2).
@@ -104,11 +104,11 @@ def score(c: Candidate, index: int) -> tuple[float, float, float, int]:
 class Ranking:
     """The keys that can serve, best first, kept in order as the state changes.
 
-    :func:`rank` sorts every key on every call; with a thousand keys that is
-    most of a search's cost. A ``Ranking`` re-scores only the keys whose
+    `rank` sorts every key on every call; with a thousand keys that is
+    most of a search's cost. A `Ranking` re-scores only the keys whose
     records (or whose account's records) changed, keeps the usable ones in a
     sorted list, and checks cooldowns against the clock when asked. Its order
-    is :func:`rank`'s order.
+    is `rank`'s order.
     """
 
     def __init__(self, entries: Sequence[KeyEntry]) -> None:
@@ -123,7 +123,7 @@ class Ranking:
         self.scores: dict[str, tuple[float, float, float, int]] = {}
 
     def update(self, state: State, keys: Iterable[str] | None, accounts: Iterable[str]) -> None:
-        """Bring the order up to date with ``state``; ``keys=None``: everything changed."""
+        """Bring the order up to date with `state`; `keys=None`: everything changed."""
         if keys is None or self.state is None:
             self.state = state
             self.order, self.scores = [], {}
@@ -154,8 +154,8 @@ class Ranking:
         bisect.insort(self.order, (new, fp))
 
     def best(self, now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
-        """The usable keys at ``now``, best first (lazily: stops at the first usable one
-        unless ``exclude`` asks for more)."""
+        """The usable keys at `now`, best first (lazily: stops at the first usable one
+        unless `exclude` asks for more)."""
         skip = set(exclude)
         out = []
         for _, fp in self.order:
@@ -168,6 +168,6 @@ class Ranking:
         return out
 
     def usable(self, fp: str, now: float) -> Candidate | None:
-        """``fp``'s candidate if it can serve at ``now``."""
+        """`fp`'s candidate if it can serve at `now`."""
         c = self.cands.get(fp)
         return c if c is not None and blocked_reason(c, now) is None else None

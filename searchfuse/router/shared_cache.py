@@ -1,6 +1,6 @@
 """The guard's cache kept in the router's store: shared by processes, kept across restarts.
 
-``guard(router=router, cache="shared")`` uses it: the same query from another
+`guard(router=router, cache="shared")` uses it: the same query from another
 process, or from this one after a restart, within the TTL costs no request.
 Entries live in the store (an SQLite table, Redis keys, the JSON file, or
 memory), expire on the router's clock, and are JSON text, so only results
@@ -45,16 +45,17 @@ def _encode(value: Any) -> Any:
 
 
 def stable_key(key: Hashable) -> str:
-    """``key`` (a guard cache key: tuples of plain values) as text that is the same
-    in every process. Not ``hash()``: that is randomised per process for strings."""
+    """`key` (a guard cache key: tuples of plain values) as text that is the same
+    in every process. Not `hash()`: that is randomised per process for strings."""
     text = json.dumps(_encode(key), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
 class SharedCache(MutableMapping[Hashable, Any]):
-    """A TTL cache in a router's :class:`Store`; ``maxsize`` entries, ``ttl`` seconds.
+    """A TTL cache in a router's [`Store`][searchfuse.router.Store]; `maxsize` entries, `ttl`
+    seconds.
 
-    Iterating yields the stored (hashed) keys; ``del`` and ``in`` take either
+    Iterating yields the stored (hashed) keys; `del` and `in` take either
     form. A store that cannot be reached reads as a miss and skips the write
     (with a warning): a served result always reaches the caller.
     """

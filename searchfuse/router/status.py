@@ -1,4 +1,4 @@
-"""Status records: what ``router.status()`` and ``router.test_keys()`` report per key.
+"""Status records: what `router.status()` and `router.test_keys()` report per key.
 
 Keys appear masked and by fingerprint only.
 """
@@ -23,7 +23,7 @@ class KeyStatus:
     fingerprint: str
     account: str | None
     notes: str
-    #: ``"available"``, ``"cooling"``, ``"exhausted"`` or ``"disabled"``.
+    #: `"available"`, `"cooling"`, `"exhausted"` or `"disabled"`.
     state: str
     blocked_reason: str | None
     key_usage: float | None
@@ -32,7 +32,7 @@ class KeyStatus:
     plan_usage: float | None
     plan_limit: float | None
     local_credits: float
-    #: Credits left (lesser of key and plan), ``None`` when unknown.
+    #: Credits left (lesser of key and plan), `None` when unknown.
     remaining: float | None
     cooldown_left: float
     cooldown_reason: str | None
@@ -42,13 +42,13 @@ class KeyStatus:
     searches: int
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (what ``searchfuse status --json`` prints)."""
+        """JSON-friendly form (what `searchfuse status --json` prints)."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """The answer of one ``/usage`` probe."""
+    """The answer of one `/usage` probe."""
 
     key: str
     fingerprint: str
@@ -57,7 +57,7 @@ class ProbeResult:
 
     @property
     def ok(self) -> bool:
-        """True when ``/usage`` answered 200."""
+        """True when `/usage` answered 200."""
         return self.status_code == 200
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,7 +66,7 @@ class ProbeResult:
 
 
 def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> KeyStatus:
-    """Build a :class:`KeyStatus` from a selection candidate."""
+    """Build a [`KeyStatus`][searchfuse.router.KeyStatus] from a selection candidate."""
     ks = c.state
     usage = ks.last_usage or KeyUsage()
     state = str(ks.availability(now))

@@ -1,7 +1,7 @@
-"""The HTTP side of the router: Tavily's ``POST`` endpoints and ``GET /usage`` over httpx.
+"""The HTTP side of the router: Tavily's `POST` endpoints and `GET /usage` over httpx.
 
-One connection pool per router (a lazily created ``httpx.Client`` and
-``httpx.AsyncClient``). Keys travel only in the ``Authorization: Bearer``
+One connection pool per router (a lazily created `httpx.Client` and
+`httpx.AsyncClient`). Keys travel only in the `Authorization: Bearer`
 header, never in a body, a URL or a log line.
 """
 
@@ -63,17 +63,17 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 MAX_QUERY_LENGTH = 400
 #: Credits per search by depth (Tavily: basic 1, advanced 2).
 SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
-#: The ``POST`` endpoints a router sends requests to, all with the same key
+#: The `POST` endpoints a router sends requests to, all with the same key
 #: selection, reactions and fail-over. Their cost is read from the answer's
-#: ``usage.credits`` (the router always asks for it).
+#: `usage.credits` (the router always asks for it).
 ENDPOINTS = ("/search", "/extract", "/crawl", "/map")
 #: Requests per minute per key, as Tavily publishes them: development keys
-#: (``tvly-dev-``) 100, production keys 1000, in any sliding 60-second window.
+#: (`tvly-dev-`) 100, production keys 1000, in any sliding 60-second window.
 DEV_KEY_PREFIX = "tvly-dev-"
 DEV_RPM = 100
 PROD_RPM = 1000
 RATE_WINDOW = 60.0
-#: ``/usage`` is itself rate-limited: 10 requests per 10 minutes (incident 3).
+#: `/usage` is itself rate-limited: 10 requests per 10 minutes (incident 3).
 USAGE_CALLS_PER_WINDOW = 10
 USAGE_WINDOW = 600.0
 #: The most of a successful answer that is read (20 results with raw content
@@ -88,9 +88,10 @@ MAX_FIGURE = 1e12
 
 
 def resolve_base_url(base_url: str | None) -> str:
-    """``base_url`` if given, else ``TAVILY_BASE_URL``, else Tavily's public API.
+    """`base_url` if given, else `TAVILY_BASE_URL`, else Tavily's public API.
 
-    Raises :class:`ConfigError` for anything that is not an ``http(s)://host[:port][/path]``
+    Raises [`ConfigError`][searchfuse.errors.ConfigError] for anything that is not an
+    `http(s)://host[:port][/path]`
     address: a typo here would otherwise look like Tavily failing for every key.
     """
     if base_url:
@@ -102,7 +103,8 @@ def resolve_base_url(base_url: str | None) -> str:
 
 
 def validate_base_url(url: str, source: str) -> str:
-    """``url`` without a trailing slash, or :class:`ConfigError` naming ``source`` and the fix."""
+    """`url` without a trailing slash, or [`ConfigError`][searchfuse.errors.ConfigError] naming
+    `source` and the fix."""
     fix = f"set {source} to Tavily's address, {DEFAULT_BASE_URL}, or to an http(s) URL of a proxy"
 
     def bad(problem: str) -> ConfigError:
@@ -136,7 +138,7 @@ def validate_base_url(url: str, source: str) -> str:
 
 
 def short_text(text: str) -> str:
-    """One line of printable text, at most :data:`MAX_ERROR_TEXT` characters (error texts)."""
+    """One line of printable text, at most `MAX_ERROR_TEXT` characters (error texts)."""
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
     if len(text) > MAX_ERROR_TEXT:
         text = text[: MAX_ERROR_TEXT - 1] + "…"
@@ -144,9 +146,9 @@ def short_text(text: str) -> str:
 
 
 def error_detail(response: Reply) -> str:
-    """Tavily's error text from ``{"detail": {"error": "..."}}`` (or the raw body), one short line.
+    """Tavily's error text from `{"detail": {"error": "..."}}` (or the raw body), one short line.
 
-    Bounded to :data:`MAX_ERROR_TEXT` characters: error text is stored in the
+    Bounded to `MAX_ERROR_TEXT` characters: error text is stored in the
     state and shown in status tables, and a server may send megabytes.
     """
     try:
@@ -168,10 +170,10 @@ def error_detail(response: Reply) -> str:
 
 
 def figure(value: Any) -> float | None:
-    """A credit figure from a server, or ``None`` when it is not a plausible one.
+    """A credit figure from a server, or `None` when it is not a plausible one.
 
     Servers are not trusted: booleans, strings, negatives, NaN, infinities and
-    numbers beyond :data:`MAX_FIGURE` all count as absent.
+    numbers beyond `MAX_FIGURE` all count as absent.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -185,7 +187,7 @@ def figure(value: Any) -> float | None:
 
 
 def key_left(limit: float | None, used: float | None) -> float:
-    """Credits left on a key (``inf`` when it has no limit)."""
+    """Credits left on a key (`inf` when it has no limit)."""
     if limit is None:
         return float("inf")
     return limit - (used or 0.0)
@@ -197,7 +199,7 @@ def plan_left(
     paygo_limit: float | None = None,
     paygo_used: float | None = None,
 ) -> float:
-    """Credits left on an account: the plan, then pay-as-you-go (``inf`` when unknown)."""
+    """Credits left on an account: the plan, then pay-as-you-go (`inf` when unknown)."""
     if plan_limit is None:
         return float("inf")
     left = plan_limit - (plan_used or 0.0)
@@ -208,7 +210,7 @@ def plan_left(
 
 @dataclass(frozen=True)
 class Usage:
-    """The figures of one ``/usage`` answer."""
+    """The figures of one `/usage` answer."""
 
     key_usage: float | None
     key_limit: float | None
@@ -221,7 +223,7 @@ class Usage:
 
     @classmethod
     def from_json(cls, data: Any) -> Usage:
-        """Parse Tavily's ``/usage`` body; missing parts become ``None``."""
+        """Parse Tavily's `/usage` body; missing parts become `None`."""
         key = data.get("key") if isinstance(data, dict) else None
         account = data.get("account") if isinstance(data, dict) else None
         key = key if isinstance(key, dict) else {}
@@ -239,24 +241,24 @@ class Usage:
         )
 
     def key_headroom(self) -> float:
-        """Credits left on the key itself (``inf`` when the key has no limit)."""
+        """Credits left on the key itself (`inf` when the key has no limit)."""
         return key_left(self.key_limit, self.key_usage)
 
     def plan_headroom(self) -> float:
-        """Credits left on the account: plan, then pay-as-you-go (``inf`` when unknown)."""
+        """Credits left on the account: plan, then pay-as-you-go (`inf` when unknown)."""
         return plan_left(self.plan_limit, self.plan_usage, self.paygo_limit, self.paygo_usage)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """An answer from Tavily, read in full but within :data:`MAX_BODY_BYTES`."""
+    """An answer from Tavily, read in full but within `MAX_BODY_BYTES`."""
 
     status_code: int
     headers: httpx.Headers
     content: bytes
 
     def json(self) -> Any:
-        """The body as JSON; ``ValueError`` when it is not JSON (or absurdly nested)."""
+        """The body as JSON; `ValueError` when it is not JSON (or absurdly nested)."""
         try:
             return json.loads(self.content)
         except RecursionError:
@@ -273,7 +275,7 @@ class DeadlineExceeded(httpx.TimeoutException):
 
 
 class ResponseTooLarge(SearchFailed):
-    """The answer was larger than :data:`MAX_BODY_BYTES`; it was not read."""
+    """The answer was larger than `MAX_BODY_BYTES`; it was not read."""
 
     def __init__(self, status_code: int, limit: int) -> None:
         super().__init__(
@@ -284,14 +286,14 @@ class ResponseTooLarge(SearchFailed):
         )
 
 
-#: The deadline of the call running in this thread or task (a ``time.monotonic()`` instant).
+#: The deadline of the call running in this thread or task (a `time.monotonic()` instant).
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "searchfuse_deadline", default=None
 )
 
 
 def _bounded(timeout: float | None) -> float | None:
-    """``timeout`` cut to what is left of the current call's deadline."""
+    """`timeout` cut to what is left of the current call's deadline."""
     deadline = _deadline.get()
     if deadline is None:
         return timeout
@@ -376,8 +378,8 @@ def _deadline_transport() -> httpx.BaseTransport:
 class _Body:
     """An answer's body, collected chunk by chunk within its size limit.
 
-    A success larger than :data:`MAX_BODY_BYTES` raises :class:`ResponseTooLarge`;
-    an error answer is cut at :data:`MAX_ERROR_BYTES` (its start says enough).
+    A success larger than `MAX_BODY_BYTES` raises `ResponseTooLarge`;
+    an error answer is cut at `MAX_ERROR_BYTES` (its start says enough).
     """
 
     def __init__(self, status_code: int) -> None:
@@ -387,7 +389,7 @@ class _Body:
         self.size = 0
 
     def add(self, chunk: bytes) -> bool:
-        """Keep ``chunk``; True when the rest of the body is not worth reading."""
+        """Keep `chunk`; True when the rest of the body is not worth reading."""
         room = self.limit - self.size
         self.size += len(chunk)
         if len(chunk) <= room:
@@ -410,15 +412,15 @@ class TavilyHTTP:
     """The Tavily endpoints the router uses, sync and async.
 
     One sync pool per router, created once under a lock (threads share it),
-    and one async pool per event loop: an ``httpx.AsyncClient`` is bound to
-    the loop it first ran on, so a router used from ``asyncio.run`` twice must
+    and one async pool per event loop: an `httpx.AsyncClient` is bound to
+    the loop it first ran on, so a router used from `asyncio.run` twice must
     not reuse the first loop's connections.
 
-    Every read is bounded: at most :data:`MAX_BODY_BYTES` of an answer, at
-    most :data:`MAX_ERROR_BYTES` of an error, and nothing past the call's
-    deadline (``deadline=``, a ``time.monotonic()`` instant).
+    Every read is bounded: at most `MAX_BODY_BYTES` of an answer, at
+    most `MAX_ERROR_BYTES` of an error, and nothing past the call's
+    deadline (`deadline=`, a `time.monotonic()` instant).
 
-    ``transport`` / ``async_transport`` are the test seam (``httpx.MockTransport``
+    `transport` / `async_transport` are the test seam (`httpx.MockTransport`
     or anything else httpx accepts).
     """
 
@@ -560,7 +562,7 @@ class TavilyHTTP:
         return Reply(response.status_code, response.headers, read.content())
 
     def search(self, key: str, body: dict[str, Any], deadline: float | None = None) -> Reply:
-        """``POST /search`` with ``key``."""
+        """`POST /search` with `key`."""
         return self._request("POST", "/search", key, body, deadline)
 
     def post(
@@ -572,9 +574,9 @@ class TavilyHTTP:
         *,
         timeout: float | None = None,
     ) -> Reply:
-        """``POST`` ``body`` to ``path`` (one of :data:`ENDPOINTS`) with ``key``.
+        """`POST` `body` to `path` (one of `ENDPOINTS`) with `key`.
 
-        ``timeout`` (seconds) replaces the pool's read, write and pool timeouts
+        `timeout` (seconds) replaces the pool's read, write and pool timeouts
         for this request and bounds it as a whole: a crawl may rightly take
         longer than a search.
         """
@@ -591,11 +593,11 @@ class TavilyHTTP:
         return deadline, httpx.Timeout(timeout, connect=self.timeout.connect)
 
     def usage(self, key: str, deadline: float | None = None) -> Reply:
-        """``GET /usage`` for ``key``."""
+        """`GET /usage` for `key`."""
         return self._request("GET", "/usage", key, None, deadline)
 
     async def asearch(self, key: str, body: dict[str, Any], deadline: float | None = None) -> Reply:
-        """Async ``POST /search``."""
+        """Async `POST /search`."""
         return await self._arequest("POST", "/search", key, body, deadline)
 
     async def apost(
@@ -607,12 +609,12 @@ class TavilyHTTP:
         *,
         timeout: float | None = None,
     ) -> Reply:
-        """Async :meth:`post`."""
+        """Async `post`."""
         deadline, base = self._within(deadline, timeout)
         return await self._arequest("POST", path, key, body, deadline, base)
 
     async def ausage(self, key: str, deadline: float | None = None) -> Reply:
-        """Async ``GET /usage``."""
+        """Async `GET /usage`."""
         return await self._arequest("GET", "/usage", key, None, deadline)
 
     def close(self) -> None:

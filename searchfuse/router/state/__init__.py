@@ -1,17 +1,17 @@
 """Per-key router state and where it is kept.
 
-``state=`` (Router, ``from_config``, ``from_env``, the CLI's ``--state``,
-``SEARCHFUSE_STATE``) chooses the store, see :func:`open_store`:
+`state=` (Router, `from_config`, `from_env`, the CLI's `--state`,
+`SEARCHFUSE_STATE`) chooses the store, see `open_store`:
 
-- ``None``: :class:`MemoryStore`, this process only;
-- a :class:`Store` object: that store;
-- ``redis://``, ``rediss://``, ``unix://`` URLs: :class:`RedisStore`, shared
+- `None`: [`MemoryStore`][searchfuse.router.MemoryStore], this process only;
+- a [`Store`][searchfuse.router.Store] object: that store;
+- `redis://`, `rediss://`, `unix://` URLs: `RedisStore`, shared
   by every process on every host that names it;
-- a path ending in ``.json``: :class:`JsonFileStore`;
-- any other path: :class:`SqliteStore`, the embedded default.
+- a path ending in `.json`: [`JsonFileStore`][searchfuse.router.JsonFileStore];
+- any other path: `SqliteStore`, the embedded default.
 
-``SqliteStore`` and ``RedisStore`` are imported on first use, so
-``import searchfuse`` loads neither ``sqlite3`` nor ``redis``.
+`SqliteStore` and `RedisStore` are imported on first use, so
+`import searchfuse` loads neither `sqlite3` nor `redis`.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def __getattr__(name: str) -> Any:
 
 
 def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
-    """The store a ``state=`` value names (see the module docstring)."""
+    """The store a `state=` value names (see the module docstring)."""
     if state is None:
         return MemoryStore()
     if isinstance(state, str) and state.startswith(REDIS_SCHEMES):

@@ -1,4 +1,4 @@
-"""The store interface: a transactional read-modify-write over :class:`State`."""
+"""The store interface: a transactional read-modify-write over `State`."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ T = TypeVar("T")
 
 @dataclass
 class Changes:
-    """What changed in a store since a reader's last look (see :meth:`Store.changes`).
+    """What changed in a store since a reader's last look (see
+    [`Store.changes`][searchfuse.router.Store.changes]).
 
-    ``complete`` means ``keys`` and ``accounts`` hold every record (a first
+    `complete` means `keys` and `accounts` hold every record (a first
     read, a new month, a cleared store): the reader drops what it had.
     """
 
@@ -42,24 +43,24 @@ class Changes:
 class Store(Protocol):
     """Where router state lives, shared by every router that names it.
 
-    ``update`` is one transaction: ``change`` sees the current state and its
-    edits are written atomically (SQLite ``BEGIN IMMEDIATE``, Redis
-    ``WATCH``/``MULTI``, a lock for the others). A store may load records on
-    demand, so ``change`` reaches them through ``state.key()``,
-    ``state.account()`` and ``state.take()``. The shared cache keeps JSON text
+    `update` is one transaction: `change` sees the current state and its
+    edits are written atomically (SQLite `BEGIN IMMEDIATE`, Redis
+    `WATCH`/`MULTI`, a lock for the others). A store may load records on
+    demand, so `change` reaches them through `state.key()`,
+    `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
     """
 
     def read(self, now: float) -> State:
-        """A snapshot of the state for the month of ``now`` (a new month reads empty)."""
+        """A snapshot of the state for the month of `now` (a new month reads empty)."""
         ...
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
-        """Apply ``change`` to the current state atomically and return its result."""
+        """Apply `change` to the current state atomically and return its result."""
         ...
 
     def changes(self, now: float, since: Any) -> Changes:
-        """The records changed since token ``since`` (``None``: everything)."""
+        """The records changed since token `since` (`None`: everything)."""
         ...
 
     def clear(self, now: float) -> None:
@@ -67,15 +68,15 @@ class Store(Protocol):
         ...
 
     def cache_get(self, key: str, now: float) -> str | None:
-        """The cached text under ``key``, or ``None`` when missing or expired."""
+        """The cached text under `key`, or `None` when missing or expired."""
         ...
 
     def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
-        """Keep ``value`` until ``expires_at``; at most ``maxsize`` entries are kept."""
+        """Keep `value` until `expires_at`; at most `maxsize` entries are kept."""
         ...
 
     def cache_delete(self, key: str) -> None:
-        """Forget ``key`` (no error when missing)."""
+        """Forget `key` (no error when missing)."""
         ...
 
     def cache_keys(self, now: float) -> list[str]:
@@ -115,17 +116,17 @@ class TxState(State):
 
     @classmethod
     def over(cls, state: State) -> TxState:
-        """A transaction working directly on the records of ``state`` (held in memory)."""
+        """A transaction working directly on the records of `state` (held in memory)."""
         return cls(
             state.month, state.hold_until, state.hold_key, state.keys, state.accounts, state.rings
         )
 
     def load_key(self, fp: str) -> KeyState | None:
-        """The stored record for ``fp`` (stores that load lazily override this)."""
+        """The stored record for `fp` (stores that load lazily override this)."""
         return None
 
     def load_account(self, name: str) -> AccountUsage | None:
-        """The stored record for account ``name``."""
+        """The stored record for account `name`."""
         return None
 
     def key(self, fp: str) -> KeyState:
@@ -188,8 +189,8 @@ class TxState(State):
 
 
 def current_month(state: State | None, now: float) -> State:
-    """``state`` as of ``now``: in a new month usage resets, while running cooldowns
-    and a running hold are kept (see :func:`rolled` and :func:`rollover`)."""
+    """`state` as of `now`: in a new month usage resets, while running cooldowns
+    and a running hold are kept (see `rolled` and `rollover`)."""
     if state is None:
         return State(month=month_of(now))
     month = rollover(state.month, now)

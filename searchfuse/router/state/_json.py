@@ -1,6 +1,6 @@
-"""State in one JSON file (``state/quota.json``), shared by processes through a file lock.
+"""State in one JSON file (`state/quota.json`), shared by processes through a file lock.
 
-Kept for paths ending in ``.json``. Every update rewrites the whole file, so
+Kept for paths ending in `.json`. Every update rewrites the whole file, so
 it suits a handful of keys and processes; the SQLite store is the default.
 """
 
@@ -38,7 +38,7 @@ LOCK_TIMEOUT = 5.0
 
 
 def not_state(path: Path, what: str) -> ConfigError:
-    """The error for a ``state=`` path that holds something else; the file is left alone."""
+    """The error for a `state=` path that holds something else; the file is left alone."""
     return ConfigError(
         str(path),
         None,
@@ -51,11 +51,11 @@ def not_state(path: Path, what: str) -> ConfigError:
 class JsonFileStore:
     """State in a JSON file shared by every process that points at it.
 
-    Every read-modify-write holds ``<file>.lock`` (a ``filelock.FileLock``,
-    waited for at most ``lock_timeout`` seconds), so counters from several
+    Every read-modify-write holds `<file>.lock` (a `filelock.FileLock`,
+    waited for at most `lock_timeout` seconds), so counters from several
     processes add up. Writes are atomic and the file is mode 0600. A file that
     is not searchfuse state (a keys file, a directory, anything else) is a
-    :class:`ConfigError`, and is never moved or rewritten.
+    [`ConfigError`][searchfuse.errors.ConfigError], and is never moved or rewritten.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:

@@ -25,7 +25,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._state = State(month="")
         self._seq = 0
-        #: Revision of each record ("k:<fp>", "a:<account>") for :meth:`changes`.
+        #: Revision of each record ("k:<fp>", "a:<account>") for `changes`.
         self._revs: dict[str, int] = {}
         self._epoch = 0
         self._cache: dict[str, tuple[str, float]] = {}

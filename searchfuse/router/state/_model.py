@@ -1,7 +1,7 @@
 """The router's state as typed records, and the changes an answer makes to them.
 
 State is a cache, not ground truth (incident 2): an expired cooldown is simply
-available, and a ``/usage`` answer always wins over local counts. It is keyed by
+available, and a `/usage` answer always wins over local counts. It is keyed by
 key fingerprint, never by list position and never by the raw key.
 
 Every store (memory, JSON file, SQLite, Redis) keeps these same records; the
@@ -38,7 +38,7 @@ R = TypeVar("R")
 
 
 def month_of(epoch: float) -> str:
-    """``"2026-11"``: the billing month (UTC) an instant belongs to; Tavily resets monthly."""
+    """`"2026-11"`: the billing month (UTC) an instant belongs to; Tavily resets monthly."""
     return time.strftime("%Y-%m", time.gmtime(epoch))
 
 
@@ -49,7 +49,7 @@ ROLLOVER_GRACE = 600.0
 
 
 def rollover(stored: str, now: float) -> str | None:
-    """The month that state stamped ``stored`` rolls into at ``now``, or ``None`` to keep it.
+    """The month that state stamped `stored` rolls into at `now`, or `None` to keep it.
 
     Never backwards: state stamped with a later month (written by a process
     whose clock ran ahead) is kept as it is, so processes with different
@@ -72,14 +72,14 @@ class Availability(enum.StrEnum):
 
 @dataclass(frozen=True)
 class KeyUsage:
-    """A key's own figures from its last ``/usage`` answer."""
+    """A key's own figures from its last `/usage` answer."""
 
     key_usage: float | None = None
     key_limit: float | None = None
     search_usage: float | None = None
 
     def left(self, local_credits: float = 0.0) -> float:
-        """Credits left on the key (``inf`` without a limit), counting local spending."""
+        """Credits left on the key (`inf` without a limit), counting local spending."""
         if self.key_limit is None:
             return math.inf
         return self.key_limit - ((self.key_usage or 0.0) + local_credits)
@@ -95,11 +95,11 @@ class AccountUsage:
     paygo_usage: float | None = None
     paygo_limit: float | None = None
     synced_at: float | None = None
-    #: Credits spent through this router since ``synced_at`` (not yet in ``plan_usage``).
+    #: Credits spent through this router since `synced_at` (not yet in `plan_usage`).
     local_credits: float = 0.0
 
     def left(self) -> float:
-        """Credits left on the account: the plan, then pay-as-you-go (``inf`` when unknown)."""
+        """Credits left on the account: the plan, then pay-as-you-go (`inf` when unknown)."""
         if self.plan_limit is None:
             return math.inf
         left = self.plan_limit - ((self.plan_usage or 0.0) + self.local_credits)
@@ -121,15 +121,15 @@ class KeyState:
     last_error: str | None = None
     last_error_at: float | None = None
     last_status: int | None = None
-    #: The key's figures from the last ``/usage`` (the account's are in :class:`AccountUsage`).
+    #: The key's figures from the last `/usage` (the account's are in `AccountUsage`).
     last_usage: KeyUsage | None = None
     last_sync_at: float | None = None
-    #: Credits spent through this router since ``last_sync_at``.
+    #: Credits spent through this router since `last_sync_at`.
     local_credits: float = 0.0
     #: Searches served this month (all processes sharing the store).
     searches: int = 0
     last_used_at: float | None = None
-    #: ``/usage`` answered 429: no further ``/usage`` call for this key until then.
+    #: `/usage` answered 429: no further `/usage` call for this key until then.
     usage_blocked_until: float | None = None
 
     # -- reading -------------------------------------------------------------------
@@ -156,7 +156,7 @@ class KeyState:
         return Availability.AVAILABLE
 
     def left(self) -> float:
-        """Credits left on the key itself (``inf`` when unknown or unlimited)."""
+        """Credits left on the key itself (`inf` when unknown or unlimited)."""
         if self.last_usage is None:
             return math.inf
         return self.last_usage.left(self.local_credits)
@@ -169,7 +169,7 @@ class KeyState:
     # -- changes ---------------------------------------------------------------------
 
     def park(self, now: float, seconds: float, reason: str) -> None:
-        """Cool the key down for ``seconds`` (a float all the way: incident 4)."""
+        """Cool the key down for `seconds` (a float all the way: incident 4)."""
         self.cooldown_until = now + seconds
         self.cooldown_reason = reason
         self.cooldown_started = now
@@ -182,7 +182,7 @@ class KeyState:
         self.last_error = None
 
     def note_error(self, now: float, status: int | None, error: str) -> None:
-        """Remember what went wrong (``error`` never contains a key)."""
+        """Remember what went wrong (`error` never contains a key)."""
         self.last_status = status
         self.last_error = error
         self.last_error_at = now
@@ -198,15 +198,15 @@ class KeyState:
 
 
 class Ring:
-    """The times of the last ``size`` events of one kind: a sliding-window log.
+    """The times of the last `size` events of one kind: a sliding-window log.
 
-    At most ``size`` events may fall in any ``window`` seconds. The slot the
-    next event would take holds the event ``size`` events ago; the next event
+    At most `size` events may fall in any `window` seconds. The slot the
+    next event would take holds the event `size` events ago; the next event
     may happen once that one has left the window. Unlike a token bucket that
-    starts full and refills per second (which lets ``rpm`` requests through at
+    starts full and refills per second (which lets `rpm` requests through at
     once and then more as it refills, so a 60-second window can see up to twice
-    ``rpm``), this never admits more than ``size`` events in any window, and it
-    costs one slot read and one slot write per event whatever ``size`` is.
+    `rpm`), this never admits more than `size` events in any window, and it
+    costs one slot read and one slot write per event whatever `size` is.
     """
 
     __slots__ = ("seq", "size", "slots")
@@ -214,21 +214,21 @@ class Ring:
     def __init__(self, size: int, seq: int = 0, slots: list[float | None] | None = None) -> None:
         self.size = size
         self.seq = seq
-        #: Grows to ``size`` as events come: a rate of a million costs nothing until used.
+        #: Grows to `size` as events come: a rate of a million costs nothing until used.
         self.slots: list[float | None] = slots if slots is not None else []
 
     def get(self, index: int) -> float | None:
-        """The time in slot ``index`` (``None``: never used)."""
+        """The time in slot `index` (`None`: never used)."""
         return self.slots[index] if index < len(self.slots) else None
 
     def set(self, index: int, t: float | None) -> None:
-        """Put time ``t`` in slot ``index``."""
+        """Put time `t` in slot `index`."""
         if index >= len(self.slots):
             self.slots.extend([None] * (index + 1 - len(self.slots)))
         self.slots[index] = t
 
     def resized(self, size: int) -> Ring:
-        """The same history in a ring of ``size`` slots (the newest events kept)."""
+        """The same history in a ring of `size` slots (the newest events kept)."""
         ring = Ring(size)
         for t in self.ordered()[-size:] if size else []:
             ring.set(ring.seq % size, t)
@@ -263,20 +263,20 @@ class Ring:
 class State:
     """The whole state: the month it belongs to, per-key and per-account records.
 
-    Stores hand a ``State`` to the change function of a transaction. Records are
-    reached through :meth:`key`, :meth:`account` and :meth:`take`, which a store
+    Stores hand a `State` to the change function of a transaction. Records are
+    reached through `key`, `account` and `take`, which a store
     may load on demand, so a change touches only what it names.
     """
 
     month: str
     keys: dict[str, KeyState] = field(default_factory=dict)
     accounts: dict[str, AccountUsage] = field(default_factory=dict)
-    #: Under ``on_429="stop"``, a 429 on any key holds the whole router until
+    #: Under `on_429="stop"`, a 429 on any key holds the whole router until
     #: this time: a burst that 429s one key 429s them all (incident 1).
     hold_until: float | None = None
     #: Fingerprint of the key whose 429 set the hold.
     hold_key: str | None = None
-    #: Pacing logs by name (``"search:<fp>"``, ``"usage:<fp>"``).
+    #: Pacing logs by name (`"search:<fp>"`, `"usage:<fp>"`).
     rings: dict[str, Ring] = field(default_factory=dict)
 
     def hold_left(self, now: float) -> float:
@@ -286,7 +286,7 @@ class State:
         return max(0.0, self.hold_until - now)
 
     def key(self, fp: str) -> KeyState:
-        """The record for key fingerprint ``fp``, created empty when missing."""
+        """The record for key fingerprint `fp`, created empty when missing."""
         record = self.keys.get(fp)
         if record is None:
             record = self.keys[fp] = KeyState()
@@ -300,7 +300,7 @@ class State:
         return record
 
     def ring(self, name: str, size: int) -> Ring:
-        """The pacing log ``name`` with ``size`` slots."""
+        """The pacing log `name` with `size` slots."""
         ring = self.rings.get(name)
         if ring is None:
             ring = self.rings[name] = Ring(size)
@@ -309,14 +309,14 @@ class State:
         return ring
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
-        """Count one event in pacing log ``name`` if at most ``limit`` then fall in any
-        ``window`` seconds; returns 0.0 when counted, else the seconds until it would fit."""
+        """Count one event in pacing log `name` if at most `limit` then fall in any
+        `window` seconds; returns 0.0 when counted, else the seconds until it would fit."""
         return self.ring(name, limit).take(window, now)
 
     # -- changes ---------------------------------------------------------------------
 
     def hold(self, fp: str, until: float) -> None:
-        """Hold the whole router until ``until`` (extends, never shortens, a running hold)."""
+        """Hold the whole router until `until` (extends, never shortens, a running hold)."""
         if self.hold_until is None or self.hold_until < until:
             self.hold_until = until
             self.hold_key = fp
@@ -324,7 +324,7 @@ class State:
     def apply_success(
         self, fp: str, account_id: str, account: str | None, credits: float, now: float
     ) -> None:
-        """A search on ``fp`` was served and cost ``credits``."""
+        """A search on `fp` was served and cost `credits`."""
         ks = self.key(fp)
         ks.account = account
         ks.apply_success(now, credits)
@@ -342,11 +342,11 @@ class State:
         *,
         auth_reason: str,
     ) -> None:
-        """Store a ``/usage`` answer for ``fp``: it wins over local counts.
+        """Store a `/usage` answer for `fp`: it wins over local counts.
 
         The plan is shared: its figures speak for every key of the account.
         A 200 also proves the key is valid again, so an auth cooldown
-        (``auth_reason``) is over (incident 7).
+        (`auth_reason`) is over (incident 7).
         """
         ks = self.key(fp)
         ks.account = account
@@ -412,7 +412,7 @@ _MAX_TEXT = 2000
 
 def rolled_key(ks: KeyState, now: float) -> KeyState | None:
     """What of a key's record survives a new month: an active cooldown (with its
-    error), nothing else. ``None`` when nothing survives."""
+    error), nothing else. `None` when nothing survives."""
     if not ks.cooling(now):
         return None
     return KeyState(
@@ -428,7 +428,7 @@ def rolled_key(ks: KeyState, now: float) -> KeyState | None:
 
 
 def rolled(state: State, month: str, now: float) -> State:
-    """``state`` in a new month. Tavily's quotas roll over, so usage figures,
+    """`state` in a new month. Tavily's quotas roll over, so usage figures,
     counters and exhausted flags reset; a cooldown or a 429 hold still running
     is a fact about now, not about the month, and is kept (a hold written at
     23:59:50 on the last day still holds at 00:00:05). Pacing logs live on."""
@@ -448,7 +448,7 @@ class BadValue(ValueError):
 
 
 def _parse(kind: str, value: Any) -> Any:
-    """``value`` as ``kind`` (accepting the text form Redis stores), or :class:`BadValue`."""
+    """`value` as `kind` (accepting the text form Redis stores), or `BadValue`."""
     # The common case first: a typed column already holds the right type.
     cls = type(value)
     if cls is float and kind[0] == "f" and math.isfinite(value) and abs(value) <= 1e15:
@@ -522,7 +522,7 @@ def _warn(message: str) -> None:
 def key_from_fields(
     raw: Mapping[str, Any], where: str = "key", warn: Callable[[str], None] = _warn
 ) -> KeyState:
-    """A :class:`KeyState` from flat stored fields; a bad value is reset with a warning."""
+    """A `KeyState` from flat stored fields; a bad value is reset with a warning."""
     values = _typed(KEY_FIELDS, raw, where, warn)
     figures = {n: values.pop(n, None) for n in ("key_usage", "key_limit", "search_usage")}
     usage = KeyUsage(**figures) if any(v is not None for v in figures.values()) else None
@@ -530,7 +530,7 @@ def key_from_fields(
 
 
 def key_to_fields(ks: KeyState) -> dict[str, Any]:
-    """The flat fields a store keeps for a :class:`KeyState`."""
+    """The flat fields a store keeps for a `KeyState`."""
     out: dict[str, Any] = {}
     usage = ks.last_usage or KeyUsage()
     for name in KEY_FIELDS:
@@ -544,17 +544,17 @@ def key_to_fields(ks: KeyState) -> dict[str, Any]:
 def account_from_fields(
     raw: Mapping[str, Any], where: str = "account", warn: Callable[[str], None] = _warn
 ) -> AccountUsage:
-    """An :class:`AccountUsage` from stored fields; a bad value is reset with a warning."""
+    """An `AccountUsage` from stored fields; a bad value is reset with a warning."""
     return AccountUsage(**_typed(ACCOUNT_FIELDS, raw, where, warn))
 
 
 def account_to_fields(acc: AccountUsage) -> dict[str, Any]:
-    """The fields a store keeps for an :class:`AccountUsage`."""
+    """The fields a store keeps for an `AccountUsage`."""
     return {name: getattr(acc, name) for name in ACCOUNT_FIELDS}
 
 
 def optional_number(value: Any, where: str, warn: Callable[[str], None] = _warn) -> float | None:
-    """A stored optional number, ``None`` (with a warning) when it is not one."""
+    """A stored optional number, `None` (with a warning) when it is not one."""
     try:
         result: float | None = _parse("float?", value)
     except BadValue as exc:
@@ -564,7 +564,7 @@ def optional_number(value: Any, where: str, warn: Callable[[str], None] = _warn)
 
 
 def optional_text(value: Any, where: str, warn: Callable[[str], None] = _warn) -> str | None:
-    """A stored optional text, ``None`` (with a warning) when it is not one."""
+    """A stored optional text, `None` (with a warning) when it is not one."""
     try:
         result: str | None = _parse("str?", value)
     except BadValue as exc:
@@ -599,7 +599,7 @@ def state_to_json(state: State) -> dict[str, Any]:
 
 
 def looks_like_state(data: Any) -> bool:
-    """True for a JSON object searchfuse wrote as state (``month`` text, ``keys`` object)."""
+    """True for a JSON object searchfuse wrote as state (`month` text, `keys` object)."""
     return (
         isinstance(data, dict)
         and isinstance(data.get("month"), str)
@@ -609,9 +609,9 @@ def looks_like_state(data: Any) -> bool:
 
 
 def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
-    """Parse what :func:`state_to_json` wrote (format 1 or 2).
+    """Parse what `state_to_json` wrote (format 1 or 2).
 
-    Raises ``ValueError`` when ``data`` is not a state object at all; a bad
+    Raises `ValueError` when `data` is not a state object at all; a bad
     value inside one is reset with a warning.
     """
     if not looks_like_state(data):
@@ -677,10 +677,10 @@ def _ring_from_json(raw: Any) -> Ring | None:
 class Grant:
     """What a store said to "may this key send a search now?".
 
-    ``verdict`` is ``"ok"`` (the request is counted in the key's pacing log and
-    may be sent), ``"held"`` (the router-wide 429 hold runs), ``"blocked"``
-    (the key is cooling, exhausted or disabled: see ``availability``) or
-    ``"paced"`` (the key's rate is used up). ``wait`` is the seconds until the
+    `verdict` is `"ok"` (the request is counted in the key's pacing log and
+    may be sent), `"held"` (the router-wide 429 hold runs), `"blocked"`
+    (the key is cooling, exhausted or disabled: see `availability`) or
+    `"paced"` (the key's rate is used up). `wait` is the seconds until the
     hold ends, the cooldown ends, or the pacing log has room.
     """
 

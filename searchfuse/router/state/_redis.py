@@ -1,17 +1,17 @@
 """State in Redis: shared by every process on every host that names the same server.
 
-``state="redis://host:6379/0"`` (also ``rediss://`` and ``unix:///path.sock``),
-with ``pip install "searchfuse[redis]"``. Each key and account is one hash, so
+`state="redis://host:6379/0"` (also `rediss://` and `unix:///path.sock`),
+with `pip install ".[redis]"`. Each key and account is one hash, so
 a search touches only its own records. Every read-modify-write is one
-optimistic transaction (``WATCH`` the records read, then ``MULTI``/``EXEC``;
+optimistic transaction (`WATCH` the records read, then `MULTI`/`EXEC`;
 a conflicting write from another process makes it start over), so the 429
 hold, a key's park and the pacing decision are atomic across hosts. Time
-decisions use the router's clock, never the server's ``TIME``; Redis expiry
+decisions use the router's clock, never the server's `TIME`; Redis expiry
 only collects records that no longer matter (pacing logs past their window,
 a finished hold, last month's keys, expired cache entries).
 
-An unreachable server raises :class:`StoreUnavailable` naming it without its
-password; searchfuse never falls back to local state on its own.
+An unreachable server raises [`StoreUnavailable`][searchfuse.errors.StoreUnavailable] naming it
+without its password; searchfuse never falls back to local state on its own.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ MAX_ATTEMPTS = 200
 SOCKET_TIMEOUT = 5.0
 
 # INCR the change counter and stamp every named record with the new revision,
-# inside the transaction's MULTI, so readers of ``changes`` see whole updates.
+# inside the transaction's MULTI, so readers of `changes` see whole updates.
 _BUMP = """
 local rev = redis.call('INCR', KEYS[1])
 for i = 1, #ARGV do
@@ -65,7 +65,7 @@ return rev
 
 
 def redacted_url(url: str) -> str:
-    """``url`` without its password (and user), for messages and ``repr``."""
+    """`url` without its password (and user), for messages and `repr`."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
@@ -163,11 +163,11 @@ class RedisStore:
     """Router state in Redis, shared by every process on every host using the same URL.
 
     Args:
-        url: ``redis://[:password@]host:port/db``, ``rediss://...`` or
-            ``unix:///path/to/redis.sock[?db=0]``.
+        url: `redis://[:password@]host:port/db`, `rediss://...` or
+            `unix:///path/to/redis.sock[?db=0]`.
         namespace: prefix of every Redis key (several routers with different
             keys may share a server under different namespaces).
-        client: an existing ``redis.Redis`` to use instead of ``url``.
+        client: an existing `redis.Redis` to use instead of `url`.
     """
 
     blocking = True
@@ -358,8 +358,8 @@ class RedisStore:
         pipe.pexpire(key, keep_ms)
 
     def _roll(self, month: str, now: float, *, everything: bool = False) -> None:
-        """Start ``month``: usage resets; running cooldowns and a running hold are kept
-        (``everything``: a cleared store keeps nothing). Pacing logs always stay."""
+        """Start `month`: usage resets; running cooldowns and a running hold are kept
+        (`everything`: a cleared store keeps nothing). Pacing logs always stay."""
         with self.client.pipeline() as pipe:
             while True:
                 try:

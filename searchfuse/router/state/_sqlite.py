@@ -1,12 +1,12 @@
-"""State in an SQLite database: the embedded default (``state/searchfuse.db``).
+"""State in an SQLite database: the embedded default (`state/searchfuse.db`).
 
 One row per key and per account, so a search reads and writes only the rows
 it touches; WAL mode, so readers never wait for the writer; every
-read-modify-write is one ``BEGIN IMMEDIATE`` transaction, so the 429 hold,
+read-modify-write is one `BEGIN IMMEDIATE` transaction, so the 429 hold,
 a key's park and the pacing decision are atomic across processes. Lock waits
-are bounded by ``busy_timeout`` (default 5 s), then :class:`StoreUnavailable`.
-Columns are typed and every value is validated on read: a bad one is reset
-with a warning, never a crash.
+are bounded by `busy_timeout` (default 5 s), then
+[`StoreUnavailable`][searchfuse.errors.StoreUnavailable]. Columns are typed and every value is
+validated on read: a bad one is reset with a warning, never a crash.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class _Tx(TxState):
 
 
 def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
-    """Pacing log ``name`` from its ``(size, seq)`` row and its slots."""
+    """Pacing log `name` from its `(size, seq)` row and its slots."""
     if row is None or not _positive_int(row[0]) or not _positive_int(row[1], zero=True):
         return Ring(1)
     ring = Ring(int(row[0]), int(row[1]))
@@ -202,9 +202,9 @@ def _positive_int(value: Any, zero: bool = False) -> bool:
 class SqliteStore:
     """Router state in an SQLite file shared by every process on the machine.
 
-    ``busy_timeout`` bounds how long a transaction waits for another
-    process's write lock (then :class:`StoreUnavailable`). A new database
-    imports ``quota.json`` from the same folder once, if there is one, and
+    `busy_timeout` bounds how long a transaction waits for another
+    process's write lock (then [`StoreUnavailable`][searchfuse.errors.StoreUnavailable]). A new
+    database imports `quota.json` from the same folder once, if there is one, and
     never writes to it.
     """
 
@@ -346,7 +346,7 @@ class SqliteStore:
             self._import_json(conn)
 
     def _import_json(self, conn: sqlite3.Connection) -> None:
-        """Bring ``quota.json`` from the same folder into a new database, once.
+        """Bring `quota.json` from the same folder into a new database, once.
 
         The JSON file is only read: it stays as it is, and is never written again.
         """
@@ -398,7 +398,7 @@ class SqliteStore:
         conn.execute(_UPSERT_ACCOUNT, (name, *(values[c] for c in _ACCOUNT_COLS), rev))
 
     def _meta(self, conn: sqlite3.Connection, now: float) -> tuple[Any, ...]:
-        """``(month, hold_until, hold_key, seq, epoch)``; a new month resets key state."""
+        """`(month, hold_until, hold_key, seq, epoch)`; a new month resets key state."""
         row = conn.execute(
             "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
         ).fetchone()
@@ -422,7 +422,7 @@ class SqliteStore:
         hold_until: float | None,
         hold_key: str | None,
     ) -> tuple[Any, ...]:
-        """Start ``month``: usage resets; running cooldowns and a running hold are kept."""
+        """Start `month`: usage resets; running cooldowns and a running hold are kept."""
         cooling = [
             (fp, key_from_fields(dict(zip(_KEY_COLS, rest, strict=True)), f"key {fp}"))
             for fp, *rest in conn.execute(
