@@ -61,3 +61,17 @@ def test_the_check_sees_the_install_lines() -> None:
     readme = [req for _, req in _requirements(ROOT / "README.md")]
     assert "." in readme and ".[testing]" in readme
     assert any(req.startswith("searchfuse[testing,langchain] @ git+") for req in readme)
+
+
+#: An install hint in the code naming an index package: searchfuse is on no index yet.
+_INDEX_HINT = re.compile(r"""pip install ["']?searchfuse\[""")
+
+
+def test_install_hints_in_the_code_can_succeed() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "searchfuse").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _INDEX_HINT.search(line)
+    ]
+    assert not offenders, f'write pip install ".[extra]" (a checkout): {offenders}'

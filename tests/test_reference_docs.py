@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -94,3 +95,37 @@ def test_every_reference_page_is_in_the_nav() -> None:
     nav = _nav_pages()
     for page in REFERENCE.rglob("*.md"):
         assert page.relative_to(ROOT / "docs").as_posix() in nav, page
+
+
+# -- one docstring style: Google sections, Markdown, mkdocstrings cross-references ------
+
+#: Sphinx roles render literally under mkdocstrings; write [`Name`][searchfuse.Name].
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`")
+#: reST's `text::` literal block marker; write a fenced block instead.
+LITERAL_MARKER = re.compile(r"::\s*$")
+
+
+def _docstrings_and_comments(path: Path) -> list[tuple[int, str]]:
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    found = [(n, line) for n, line in enumerate(lines, 1) if line.lstrip().startswith("#")]
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            end = node.end_lineno or node.lineno
+            found += [(n, lines[n - 1]) for n in range(node.lineno, end + 1)]
+    return found
+
+
+def test_no_sphinx_role_or_rest_literal_block_in_docstrings() -> None:
+    offenders = []
+    for path in sorted((ROOT / "searchfuse").rglob("*.py")):
+        for number, line in _docstrings_and_comments(path):
+            if SPHINX_ROLE.search(line) or (
+                LITERAL_MARKER.search(line) and not line.lstrip().startswith("#")
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "reST in docstrings (use Markdown):\n" + "\n".join(offenders)

@@ -1,10 +1,10 @@
 """The guard: the agent-facing rules in front of any web-search tool.
 
-``guard`` wraps a search callable in a :class:`Guard` (the rules and their
+`guard` wraps a search callable in a [`Guard`][searchfuse.Guard] (the rules and their
 state, public for integrations) enforces, in order: local lookups
-first (``checklist``), a TTL cache, the fuse (a hard stop on the first 429
+first (`checklist`), a TTL cache, the fuse (a hard stop on the first 429
 and refusal while the cooldown runs), and a per-turn search budget
-(``turn``). See :func:`guard` for the whole story.
+(`turn`). See `guard` for the whole story.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -4,8 +4,8 @@ A cache hit is free: it spends no turn budget and is served even while the
 fuse is tripped, so an agent that asks the same thing twice never pays twice.
 The key is the *normalised* query plus the other arguments in canonical form,
 because models rephrase only the whitespace and the capitals surprisingly
-often. :func:`search_key` is a plain, replaceable function in the manner of
-``cachetools.keys.hashkey``: pass your own as ``guard(cache_key=...)``.
+often. [`search_key`][searchfuse.guard.search_key] is a plain, replaceable function in the manner of
+`cachetools.keys.hashkey`: pass your own as `guard(cache_key=...)`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ DEFAULT_CACHE_SIZE = 256
 #: Seconds an entry of the default cache lives (15 minutes).
 DEFAULT_CACHE_TTL = 900.0
 
-#: A cache key function: ``(query, **params) -> hashable key``.
+#: A cache key function: `(query, **params) -> hashable key`.
 CacheKey = Callable[..., Hashable]
 
 _PLAIN = (str, int, float, bool, bytes, type(None))
@@ -43,7 +43,7 @@ CACHE_LOCK = threading.Lock()
 
 
 def normalize_query(query: str) -> str:
-    """``"  Tavily   RATE limits "`` -> ``"tavily rate limits"``.
+    """`"  Tavily   RATE limits "` -> `"tavily rate limits"`.
 
     Case-folded, runs of whitespace collapsed to one space, trimmed.
     """
@@ -51,11 +51,11 @@ def normalize_query(query: str) -> str:
 
 
 def canonical(value: Any) -> Hashable:
-    """``value`` as a hashable, order-independent key part.
+    """`value` as a hashable, order-independent key part.
 
     Mappings become sorted tuples of pairs, lists and tuples become tuples,
     sets become frozensets, recursively; other hashable objects stand for
-    themselves and unhashable ones for their ``repr``.
+    themselves and unhashable ones for their `repr`.
     """
     if isinstance(value, _PLAIN):
         return value
@@ -76,18 +76,21 @@ def canonical(value: Any) -> Hashable:
 def search_key(query: str, /, **params: Any) -> Hashable:
     """The default cache key: the normalised query plus the canonical other arguments.
 
-    ``search_key("Tavily  limits", max_results=5)`` equals
-    ``search_key("tavily limits", max_results=5)``; a different
-    ``max_results`` is a different key. To leave an argument out of the key,
-    wrap it::
+    `search_key("Tavily  limits", max_results=5)` equals
+    `search_key("tavily limits", max_results=5)`; a different
+    `max_results` is a different key. To leave an argument out of the key,
+    wrap it:
 
-        guard(cache_key=lambda query, task_id=None, **params: search_key(query, **params))
+    ```python
+    guard(cache_key=lambda query, task_id=None, **params: search_key(query, **params))
+    ```
     """
     return search_key_of(query, params)
 
 
 def search_key_of(query: str, params: Mapping[str, Any]) -> Hashable:
-    """:func:`search_key` with the arguments as a mapping (what the guard calls: no ``**``)."""
+    """[`search_key`][searchfuse.guard.search_key] with the arguments as a mapping (what the guard
+    calls: no `**`)."""
     query = " ".join(query.split()).casefold()  # normalize_query, inlined: the hot path
     if not params:
         return (query,)
@@ -104,14 +107,14 @@ def make_cache(
     timer: Callable[[], float],
     router: Any = None,
 ) -> MutableMapping[Any, Any] | None:
-    """The cache a guard uses for its ``cache=`` argument.
+    """The cache a guard uses for its `cache=` argument.
 
-    ``True``: a :class:`cachetools.TTLCache` of :data:`DEFAULT_CACHE_SIZE`
-    entries living :data:`DEFAULT_CACHE_TTL` seconds, timed by ``timer`` (the
-    guard's clock); ``"shared"``: the same sizes kept in ``router``'s store
-    (:meth:`Router.shared_cache`), shared by every process using that store;
-    ``False`` or ``None``: no cache; a mapping (any ``cachetools`` cache, or
-    a plain ``dict``): used as it is.
+    `True`: a `cachetools.TTLCache` of `DEFAULT_CACHE_SIZE`
+    entries living `DEFAULT_CACHE_TTL` seconds, timed by `timer` (the
+    guard's clock); `"shared"`: the same sizes kept in `router`'s store
+    ([`Router.shared_cache`][searchfuse.Router.shared_cache]), shared by every process using that
+    store; `False` or `None`: no cache; a mapping (any `cachetools` cache, or
+    a plain `dict`): used as it is.
     """
     if cache == "shared":
         if router is None or not hasattr(router, "shared_cache"):
@@ -136,7 +139,7 @@ def make_cache(
 
 
 def cache_size(cache: MutableMapping[Any, Any]) -> int:
-    """Live entries in ``cache``, expired TTL entries dropped first (hold :data:`CACHE_LOCK`)."""
+    """Live entries in `cache`, expired TTL entries dropped first (hold `CACHE_LOCK`)."""
     expire = getattr(cache, "expire", None)  # cachetools' TTLCache and TLRUCache
     if callable(expire):
         expire()

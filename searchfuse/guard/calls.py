@@ -2,8 +2,8 @@
 
 The guard reads a call the way the tool's signature says, so the same rules
 (cache key, checklist, delegation to a router) work whatever the tool calls
-its parameters: ``web_search(query, max_results=5)``,
-``web_search_tool(query, limit=5)``, ``search(q, count=10)``.
+its parameters: `web_search(query, max_results=5)`,
+`web_search_tool(query, limit=5)`, `search(q, count=10)`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ _SIMPLE_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYW
 class Call:
     """One call of a guarded tool, as checklist hooks and cache key functions see it.
 
-    ``query`` is the search query (``""`` if the call has none); ``params``
+    `query` is the search query (`""` if the call has none); `params`
     holds every other argument by parameter name, defaults filled in and
-    ``**kwargs`` flattened, without ``self``/``cls`` and without the argument
-    the guard injects (``inject=``); ``tool`` is the guarded function's
+    `**kwargs` flattened, without `self`/`cls` and without the argument
+    the guard injects (`inject=`); `tool` is the guarded function's
     qualified name.
     """
 
@@ -40,11 +40,11 @@ class Call:
 
 
 class Binder:
-    """Reads ``(args, kwargs)`` into a :class:`Call` according to one signature.
+    """Reads `(args, kwargs)` into a [`Call`][searchfuse.guard.Call] according to one signature.
 
-    Arguments that do not fit the signature raise :class:`TypeError`, as the
+    Arguments that do not fit the signature raise `TypeError`, as the
     tool itself would. Without a signature (some builtins), the first string
-    argument is the query and the others are kept as ``arg0``, ``arg1``...
+    argument is the query and the others are kept as `arg0`, `arg1`...
     """
 
     __slots__ = (
@@ -88,12 +88,13 @@ class Binder:
             self._query = next((name for name in QUERY_NAMES if name in self._template), None)
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
-        """The :class:`Call` for these arguments."""
+        """The [`Call`][searchfuse.guard.Call] for these arguments."""
         query, params = self.read(args, kwargs)
         return Call(query, params, self.tool)
 
     def read(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query and the other arguments by name (no :class:`Call` built: the hot path)."""
+        """The query and the other arguments by name (no [`Call`][searchfuse.guard.Call] built: the
+        hot path)."""
         template = self._template
         if template is not None and not kwargs and self._covered <= len(args) <= self._npos:
             # The commonest call, web_search("query"), in as few steps as possible.

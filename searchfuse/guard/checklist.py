@@ -1,16 +1,16 @@
 """Local-lookup-first: answer from what the agent already has before searching.
 
-``guard(checklist=[...])`` takes hooks ``(query, call) -> answer | None``. They
+`guard(checklist=[...])` takes hooks `(query, call) -> answer | None`. They
 run in order before anything else; the first that returns something other
-than ``None`` ends the call with that answer: no search, no turn budget, and
+than `None` ends the call with that answer: no search, no turn budget, and
 it works during a cooldown. A hook that raises is logged and skipped: a
 broken lookup must never cost the agent its search.
 
 Two small built-ins:
 
-- :class:`MappingLookup` answers from a mapping of query to answer
-  (matched after :func:`~searchfuse.guard.cache.normalize_query`);
-- :class:`FileLookup` answers from local text files whose paragraphs
+- [`MappingLookup`][searchfuse.MappingLookup] answers from a mapping of query to answer
+  (matched after [`normalize_query`][searchfuse.guard.normalize_query]);
+- [`FileLookup`][searchfuse.FileLookup] answers from local text files whose paragraphs
   contain the query's words.
 """
 
@@ -32,13 +32,13 @@ __all__ = ["FileLookup", "Lookup", "MappingLookup", "Passage", "aconsult", "cons
 
 logger = logging.getLogger("searchfuse.guard")
 
-#: A checklist hook: ``(query, call) -> answer | None``. In an async guarded
+#: A checklist hook: `(query, call) -> answer | None`. In an async guarded
 #: tool the hook may also be a coroutine function.
 Lookup = Callable[[str, Call], Any]
 
 
 def consult(hooks: Sequence[Lookup], call: Call) -> Any | None:
-    """The first answer a hook gives for ``call``, or ``None``. Hooks that raise are skipped."""
+    """The first answer a hook gives for `call`, or `None`. Hooks that raise are skipped."""
     for hook in hooks:
         try:
             answer = hook(call.query, call)
@@ -57,7 +57,7 @@ def consult(hooks: Sequence[Lookup], call: Call) -> Any | None:
 
 
 async def aconsult(hooks: Sequence[Lookup], call: Call) -> Any | None:
-    """Async twin of :func:`consult`: hooks may be plain or coroutine functions."""
+    """Async twin of `consult`: hooks may be plain or coroutine functions."""
     for hook in hooks:
         try:
             answer = hook(call.query, call)
@@ -75,16 +75,18 @@ class MappingLookup:
     """Answers queries from a mapping of query to answer.
 
     Queries are matched after normalisation (case-folded, whitespace
-    collapsed, trimmed), so ``"Tavily  RATE limit"`` finds the answer stored
-    under ``"tavily rate limit"``. The mapping is read once, when the lookup
+    collapsed, trimmed), so `"Tavily  RATE limit"` finds the answer stored
+    under `"tavily rate limit"`. The mapping is read once, when the lookup
     is made; answers are returned exactly as stored, so store them in the
     shape the tool returns (a string for a tool that returns text, a dict
-    for one that returns Tavily's JSON)::
+    for one that returns Tavily's JSON):
 
-        facts = MappingLookup({"tavily rate limit": "100 requests/min per dev key"})
+    ```python
+    facts = MappingLookup({"tavily rate limit": "100 requests/min per dev key"})
 
-        @guard(checklist=[facts])
-        def web_search(query: str) -> str: ...
+    @guard(checklist=[facts])
+    def web_search(query: str) -> str: ...
+    ```
     """
 
     def __init__(
@@ -100,7 +102,7 @@ class MappingLookup:
         return f"<MappingLookup {len(self._answers)} answers>"
 
     def __call__(self, query: str, call: Call | None = None) -> Any | None:
-        """The stored answer for ``query``, or ``None``."""
+        """The stored answer for `query`, or `None`."""
         return self._answers.get(self._normalize(query))
 
 
@@ -128,7 +130,7 @@ _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
 def _stem(word: str) -> str:
-    """``"searches"`` -> ``"search"``, ``"keys"`` -> ``"key"``: plurals match their singular."""
+    """`"searches"` -> `"search"`, `"keys"` -> `"key"`: plurals match their singular."""
     if len(word) <= 3:
         return word
     if word.endswith("ies"):
@@ -145,7 +147,7 @@ def _words(text: str) -> list[str]:
 
 
 def _terms(query: str) -> list[str]:
-    """The words of ``query`` that say what it is about, without duplicates."""
+    """The words of `query` that say what it is about, without duplicates."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(query.casefold()):
         if len(word) > 1 and word not in _STOPWORDS:
@@ -156,24 +158,26 @@ def _terms(query: str) -> list[str]:
 class FileLookup:
     """Answers queries from local text files whose paragraphs contain the query's words.
 
-    ``paths`` are files or directories; directories are searched recursively
-    for files ending in one of ``suffixes``. Each file is split into
+    `paths` are files or directories; directories are searched recursively
+    for files ending in one of `suffixes`. Each file is split into
     paragraphs (blocks separated by blank lines). A paragraph matches when
-    it contains at least ``min_coverage`` of the query's significant words
+    it contains at least `min_coverage` of the query's significant words
     (case-insensitive, plurals matching their singular; stopwords such as
-    "what" and "the" do not count); ``1.0``, the default, means all of them.
-    The best paragraphs, up to ``max_chars`` characters in all, make the
+    "what" and "the" do not count); `1.0`, the default, means all of them.
+    The best paragraphs, up to `max_chars` characters in all, make the
     answer.
 
     The default answer is text that names its sources and says that no web
-    search was made; pass ``render(query, passages)`` to shape it otherwise,
+    search was made; pass `render(query, passages)` to shape it otherwise,
     for example as Tavily's JSON for a tool that returns that. Files are
-    re-read only when their modification time or size changes::
+    re-read only when their modification time or size changes:
 
-        notes = FileLookup("notes/", "docs/faq.md")
+    ```python
+    notes = FileLookup("notes/", "docs/faq.md")
 
-        @guard(checklist=[notes])
-        def web_search(query: str) -> str: ...
+    @guard(checklist=[notes])
+    def web_search(query: str) -> str: ...
+    ```
     """
 
     def __init__(
@@ -202,7 +206,7 @@ class FileLookup:
         return f"<FileLookup {shown}>"
 
     def __call__(self, query: str, call: Call | None = None) -> Any | None:
-        """An answer made of the paragraphs matching ``query``, or ``None``."""
+        """An answer made of the paragraphs matching `query`, or `None`."""
         terms = _terms(query)
         if not terms:
             return None
@@ -255,7 +259,8 @@ class FileLookup:
 
 
 def _render_text(query: str, passages: list[Passage]) -> str:
-    """The default :class:`FileLookup` answer: the passages, each under its file name."""
+    """The default [`FileLookup`][searchfuse.FileLookup] answer: the passages, each under its file
+    name."""
     parts = [f"Answer from local files (no web search was made) for: {query}"]
     for passage in passages:
         parts.append(f"[{passage.path}]\n{passage.text}")

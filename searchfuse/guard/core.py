@@ -1,6 +1,6 @@
-"""``Guard``: the guard's rules and state, as one public object.
+"""`Guard`: the guard's rules and state, as one public object.
 
-``@guard`` is a :class:`Guard` plus a wrapt shell; the LangChain, Hermes,
+`@guard` is a [`Guard`][searchfuse.Guard] plus a wrapt shell; the LangChain, Hermes,
 MCP and OpenAI Agents integrations use the same object. Each operation is
 written once, as a generator that yields the I/O it needs (ask the
 checklist, run the backend, wait for an identical search in flight) and is
@@ -76,24 +76,24 @@ _MISS: Any = object()
 class GuardState:
     """A snapshot of one guard, for status lines and tests.
 
-    Returned by :meth:`Guard.state`, ``tool.guard_state()`` and
-    :func:`~searchfuse.guard_state`. The turn figures are for the caller's
-    turn: the innermost :func:`~searchfuse.turn` around the call, or outside
-    any, the implicit burst (``0`` searches when the next call would start a
+    Returned by [`Guard.state`][searchfuse.Guard.state], `tool.guard_state()` and
+    [`guard_state`][searchfuse.guard_state]. The turn figures are for the caller's
+    turn: the innermost [`turn`][searchfuse.turn] around the call, or outside
+    any, the implicit burst (`0` searches when the next call would start a
     new one).
     """
 
-    #: The explicit turn the caller is in, or ``None`` outside any ``turn()``.
+    #: The explicit turn the caller is in, or `None` outside any `turn()`.
     turn_id: str | None
     #: Searches the caller's turn has spent on this guard's budget.
     turn_searches: int
-    #: The guard's limit per turn (``None``: unlimited).
+    #: The guard's limit per turn (`None`: unlimited).
     per_turn: int | None
     #: Whether the fuse is tripped (a cooldown runs).
     fuse_tripped: bool
-    #: Seconds of cooldown left (``0.0`` when the fuse is not tripped).
+    #: Seconds of cooldown left (`0.0` when the fuse is not tripped).
     cooldown_left: float
-    #: Entries in the cache now (``0`` without a cache).
+    #: Entries in the cache now (`0` without a cache).
     cache_size: int
     #: The cache's capacity, when it has one.
     cache_maxsize: int | None
@@ -108,7 +108,7 @@ class GuardState:
 
     @property
     def turn_searches_left(self) -> int | None:
-        """Searches the caller's turn may still make (``None``: unlimited)."""
+        """Searches the caller's turn may still make (`None`: unlimited)."""
         if self.per_turn is None:
             return None
         return max(0, self.per_turn - self.turn_searches)
@@ -127,9 +127,9 @@ class GuardState:
 
 
 class _Stats:
-    """Counters behind :class:`GuardState`.
+    """Counters behind [`GuardState`][searchfuse.GuardState].
 
-    ``itertools.count``: ``next()`` on it is atomic across threads (one C
+    `itertools.count`: `next()` on it is atomic across threads (one C
     call) and costs a fraction of a lock; the value is read from its repr.
     """
 
@@ -217,9 +217,10 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def reset_all() -> None:
-    """Reset every live :class:`Guard` (and so every ``@guard`` tool): turns, fuse, cache.
+    """Reset every live [`Guard`][searchfuse.Guard] (and so every `@guard` tool): turns, fuse,
+    cache.
 
-    For test runners: the ``searchfuse.testing`` pytest plugin calls it between
+    For test runners: the `searchfuse.testing` pytest plugin calls it between
     tests, so a 429 in one test never refuses the next test's searches.
     """
     with _REGISTRY_LOCK:
@@ -231,28 +232,28 @@ def reset_all() -> None:
 class Guard:
     """The guard's rules and the state they keep: options once, decisions on demand.
 
-    ``@guard`` wraps a function in one of these; integrations use it
+    `@guard` wraps a function in one of these; integrations use it
     directly. Every search passes, in order: the checklist hooks, the cache
     (identical calls in flight share one search), the fuse (and, with a
     router, whether any key can serve), the turn budget, then the backend; a
-    429 trips the fuse and raises :class:`~searchfuse.RateLimited`.
+    429 trips the fuse and raises [`RateLimited`][searchfuse.errors.RateLimited].
 
-    ::
+    ```python
+    from searchfuse import Guard, turn
+    from searchfuse.guard import Call
 
-        from searchfuse import Guard, turn
-        from searchfuse.guard import Call
+    rules = Guard(per_turn=1)
+    with turn():
+        rules.run(Call("python 3.13 release date"), lambda: tavily.search(...))
+    ```
 
-        rules = Guard(per_turn=1)
-        with turn():
-            rules.run(Call("python 3.13 release date"), lambda: tavily.search(...))
-
-    Refusals are raised (:class:`~searchfuse.SearchRefused` and subclasses),
+    Refusals are raised ([`SearchRefused`][searchfuse.errors.SearchRefused] and subclasses),
     never returned: what a tool hands its caller instead is the shell's
-    business (``guard(on_refusal=...)``, a LangChain ``ToolMessage``...).
+    business (`guard(on_refusal=...)`, a LangChain `ToolMessage`...).
 
-    The options are those of :func:`~searchfuse.guard` (see there), minus
-    ``on_refusal``; ``name`` names the guarded tool in logs and in the
-    :class:`~searchfuse.guard.Call` handed to checklist hooks.
+    The options are those of [`guard`][searchfuse.guard] (see there), minus
+    `on_refusal`; `name` names the guarded tool in logs and in the
+    [`Call`][searchfuse.guard.Call] handed to checklist hooks.
     """
 
     def __init__(
@@ -290,7 +291,7 @@ class Guard:
         self.min_interval = float(min_interval)
         self.checklist = hooks
         self.cache_key = cache_key
-        #: ``(query, params) -> key``: the default key without rebuilding ``**params``.
+        #: `(query, params) -> key`: the default key without rebuilding `**params`.
         self.key_of: Callable[[str, Mapping[str, Any]], Hashable] = (
             search_key_of if cache_key is search_key else _spread(cache_key)
         )
@@ -321,11 +322,11 @@ class Guard:
     # -- what integrations ask -------------------------------------------------------
 
     def key(self, call: Call) -> Hashable:
-        """The cache key of ``call`` (``cache_key(call.query, **call.params)``)."""
+        """The cache key of `call` (`cache_key(call.query, **call.params)`)."""
         return self.key_of(call.query, call.params)
 
     def cached(self, call: Call) -> bool:
-        """Whether ``call`` would be answered from the cache now (free: no budget, no request)."""
+        """Whether `call` would be answered from the cache now (free: no budget, no request)."""
         cache = self.cache
         if cache is None:
             return False
@@ -334,7 +335,7 @@ class Guard:
             return _lookup(cache, key) is not _MISS
 
     def check(self) -> SearchRefused | None:
-        """What refuses any uncached search right now, or ``None``.
+        """What refuses any uncached search right now, or `None`.
 
         The fuse (a cooldown runs) and, with a router, whether any key can
         serve. No request is sent and no budget is spent.
@@ -350,15 +351,15 @@ class Guard:
     def decide(
         self, calls: Sequence[Call], *, turn_id: str | None = None
     ) -> list[SearchRefused | None]:
-        """Decide a whole reply's calls at once: ``None`` for each that may run, else its refusal.
+        """Decide a whole reply's calls at once: `None` for each that may run, else its refusal.
 
         Cache hits and repeats of a call that may run are free; the first
-        ``per_turn`` other distinct searches (minus what the turn already
+        `per_turn` other distinct searches (minus what the turn already
         spent) may run; the rest are refused with
-        :class:`~searchfuse.TurnLimitReached`, or all of them with the
+        [`TurnLimitReached`][searchfuse.errors.TurnLimitReached], or all of them with the
         cooldown's refusal while the fuse is tripped. Nothing is reserved:
-        the calls that run still pass :meth:`run`, which counts them.
-        ``turn_id`` names the reply's turn (default: the caller's).
+        the calls that run still pass [`run`][searchfuse.Guard.run], which counts them.
+        `turn_id` names the reply's turn (default: the caller's).
         """
         decisions: list[SearchRefused | None] = []
         now = self.now()
@@ -402,10 +403,10 @@ class Guard:
     def run(self, call: Call | str, backend: Callable[..., Any] | None = None) -> Any:
         """Run one call through the rules; the backend's result, or raise the refusal.
 
-        ``backend`` is a zero-argument callable doing the real search (with
-        ``inject``: a callable taking the key the router chose). Without it,
-        the guard's router searches ``call.query`` with the call's arguments
-        mapped onto Tavily's (see :func:`~searchfuse.guard.delegation.router_arguments`).
+        `backend` is a zero-argument callable doing the real search (with
+        `inject`: a callable taking the key the router chose). Without it,
+        the guard's router searches `call.query` with the call's arguments
+        mapped onto Tavily's (see `router_arguments`).
         """
         if isinstance(call, str):
             call = Call(call, {}, self.name)
@@ -414,7 +415,8 @@ class Guard:
     async def arun(
         self, call: Call | str, backend: Callable[..., Awaitable[Any]] | None = None
     ) -> Any:
-        """The same as :meth:`run`, for a coroutine backend (or the router's ``asearch``)."""
+        """The same as [`run`][searchfuse.Guard.run], for a coroutine backend (or the router's
+        `asearch`)."""
         if isinstance(call, str):
             call = Call(call, {}, self.name)
         flow = self._flow(call.query, call.params)
@@ -457,10 +459,10 @@ class Guard:
     def _flow(
         self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = None
     ) -> _Flow:
-        """Checklist, cache / single flight, then :meth:`_search`.
+        """Checklist, cache / single flight, then `_search`.
 
-        ``query is None``: the call was not read (a bare pass-through: no
-        checklist, no cache, no router mapping need it). ``key``: the cache
+        `query is None`: the call was not read (a bare pass-through: no
+        checklist, no cache, no router mapping need it). `key`: the cache
         key, when the caller has computed it already.
         """
         if query is None or params is None:
@@ -523,7 +525,7 @@ class Guard:
             logger.warning("%s: no key can serve; diagnosis:\n%s", self.name, diagnosis)
 
     def _lead(self, cache: MutableMapping[Any, Any], key: Hashable, flight: _Flight) -> _Flow:
-        """Search for everyone waiting on ``flight``, then tell them how it ended."""
+        """Search for everyone waiting on `flight`, then tell them how it ended."""
         try:
             result = yield from self._search(key)
         except Exception as exc:
@@ -549,7 +551,7 @@ class Guard:
     def _search(self, key: Hashable, *, again: bool = False) -> _Flow:
         """Fuse, router availability, turn budget, then the backend once.
 
-        ``again``: the call chain already runs this very search (a tool
+        `again`: the call chain already runs this very search (a tool
         retrying itself): the fuse still applies, the budget was paid.
         """
         clock = self.clock
@@ -587,7 +589,8 @@ class Guard:
         return result if self.adapt is None else self.adapt(result)
 
     def _tripped(self, exc: BaseException) -> RateLimited:
-        """Trip the fuse for the 429 ``exc``; the :class:`RateLimited` to raise."""
+        """Trip the fuse for the 429 `exc`; the [`RateLimited`][searchfuse.errors.RateLimited] to
+        raise."""
         now = self.now()
         seconds = cooldown_after(exc, now=now, default=self.cooldown)
         left = self.fuse.trip(seconds, now=now)
@@ -610,7 +613,7 @@ class Guard:
         params: Mapping[str, Any] | None,
         backend: Callable[..., Any] | None,
     ) -> Any:
-        """Run ``flow`` synchronously."""
+        """Run `flow` synchronously."""
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -639,7 +642,7 @@ class Guard:
         params: Mapping[str, Any] | None,
         backend: Callable[..., Awaitable[Any]] | None,
     ) -> Any:
-        """Run ``flow`` on the running event loop."""
+        """Run `flow` on the running event loop."""
         value: Any = None
         error: BaseException | None = None
         while True:

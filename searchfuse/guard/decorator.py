@@ -1,8 +1,8 @@
-"""``guard()``: put the agent-facing rules in front of any web-search tool.
+"""`guard()`: put the agent-facing rules in front of any web-search tool.
 
-The rules and their state are a :class:`~searchfuse.Guard`; ``guard()``
-wraps the tool in a ``wrapt.FunctionWrapper`` that hands each call to
-it. The guarded tool keeps its signature, name, docstring, ``__wrapped__``
+The rules and their state are a [`Guard`][searchfuse.Guard]; `guard()`
+wraps the tool in a `wrapt.FunctionWrapper` that hands each call to
+it. The guarded tool keeps its signature, name, docstring, `__wrapped__`
 and coroutine-ness, and works on functions, methods, classmethods and static
 methods alike.
 """
@@ -60,9 +60,10 @@ OnRefusal: TypeAlias = Literal["raise", "return"] | Callable[[SearchRefused], An
 
 
 class Guarded(Protocol[P, R_co]):
-    """What type checkers see of a guarded tool: the tool's own call, plus :meth:`guard_state`.
+    """What type checkers see of a guarded tool: the tool's own call, plus
+    [`guard_state`][searchfuse.guard.Guarded.guard_state].
 
-    With ``on_refusal="return"`` the result type is the tool's or ``str``
+    With `on_refusal="return"` the result type is the tool's or `str`
     (the refusal's message); with a handler, the tool's or the handler's.
     """
 
@@ -96,7 +97,7 @@ class _DecorateReturning(Protocol[T_co]):
 
 
 def _unwrap_descriptor(func: Any) -> Any:
-    """The function inside a ``classmethod``/``staticmethod`` object."""
+    """The function inside a `classmethod`/`staticmethod` object."""
     if isinstance(func, classmethod | staticmethod):
         return func.__func__
     return func
@@ -133,9 +134,9 @@ def _check_inject(func: Any, inject: str) -> None:
 
 
 def guard_state(tool: Callable[..., Any]) -> GuardState:
-    """The :class:`GuardState` of a guarded tool (or of a method bound from one).
+    """The [`GuardState`][searchfuse.GuardState] of a guarded tool (or of a method bound from one).
 
-    The same as ``tool.guard_state()``. Raises :class:`TypeError` for a tool
+    The same as `tool.guard_state()`. Raises `TypeError` for a tool
     that is not guarded.
     """
     core = getattr(tool, "_self_guard", None)
@@ -145,7 +146,8 @@ def guard_state(tool: Callable[..., Any]) -> GuardState:
 
 
 class _Shell:
-    """Hands each call of one guarded tool to its :class:`Guard`, then applies ``on_refusal``."""
+    """Hands each call of one guarded tool to its [`Guard`][searchfuse.Guard], then applies
+    `on_refusal`."""
 
     __slots__ = (
         "_binders",
@@ -176,7 +178,7 @@ class _Shell:
 
     def binder(self, wrapped: Callable[..., Any], instance: Any) -> Binder:
         # wrapt hands over a bound callable whenever there is an instance
-        # (method, classmethod, or ``Class.method(obj, ...)``), else the plain
+        # (method, classmethod, or `Class.method(obj, ...)`), else the plain
         # one; one guard wraps one callable, so two binders cover it.
         bound = instance is not None
         binder = self._binders.get(bound)
@@ -223,7 +225,7 @@ class _Shell:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[Any, _Flow | None, str | None, dict[str, Any] | None]:
-        """``(hit, None, ...)`` for a cache hit, else ``(_MISS, flow, query, params)``."""
+        """`(hit, None, ...)` for a cache hit, else `(_MISS, flow, query, params)`."""
         core = self.core
         if not self.reads_call:
             return _MISS, core._search(None), None, None  # a bare pass-through
@@ -261,7 +263,7 @@ class _Shell:
 
     @staticmethod
     def cached(core: Guard, key: Hashable) -> Any:
-        """The cached answer for ``key`` (counted as a hit), or ``_MISS``: before any flow."""
+        """The cached answer for `key` (counted as a hit), or `_MISS`: before any flow."""
         cache = core.cache
         if cache is None:
             return _MISS
@@ -478,30 +480,30 @@ def guard(
 ) -> Any:
     """Guard a web-search tool so an agent cannot burn its search budget.
 
-    Use it bare (``@guard``), with options (``@guard(per_turn=2)``), or on an
-    existing callable (``guard(search_fn, cache=False)``), on plain or async
+    Use it bare (`@guard`), with options (`@guard(per_turn=2)`), or on an
+    existing callable (`guard(search_fn, cache=False)`), on plain or async
     functions, methods, classmethods and static methods. Every call passes,
     in this order:
 
-    1. the ``checklist`` hooks: the first answer ends the call, no search;
+    1. the `checklist` hooks: the first answer ends the call, no search;
     2. the cache: a hit is free (no turn budget) and served even during a
        cooldown; identical concurrent calls share one backend call;
     3. the fuse: while a cooldown runs, refuse with
-       :class:`~searchfuse.CooldownActive` and send nothing; with a
-       ``router``, also refuse (:class:`~searchfuse.NoKeyAvailable`) when no
+       [`CooldownActive`][searchfuse.errors.CooldownActive] and send nothing; with a
+       `router`, also refuse ([`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable]) when no
        key can serve right now;
-    4. the turn budget: reserve one of ``per_turn`` searches atomically, or
-       refuse with :class:`~searchfuse.TurnLimitReached`;
-    5. the backend: the wrapped function, or the ``router``;
-    6. on a 429: trip the fuse for Retry-After (else ``cooldown``) and raise
-       :class:`~searchfuse.RateLimited`; no retry, no other key, no other
+    4. the turn budget: reserve one of `per_turn` searches atomically, or
+       refuse with [`TurnLimitReached`][searchfuse.errors.TurnLimitReached];
+    5. the backend: the wrapped function, or the `router`;
+    6. on a 429: trip the fuse for Retry-After (else `cooldown`) and raise
+       [`RateLimited`][searchfuse.errors.RateLimited]; no retry, no other key, no other
        tool;
     7. on success: fill the cache.
 
     Other errors from the backend propagate unchanged and are never cached.
 
-    Example::
-
+    Example:
+        ```python
         from searchfuse import guard, turn, TurnLimitReached
         from searchfuse.guard import MappingLookup
 
@@ -522,47 +524,48 @@ def guard(
         # raises CooldownActive(retry_after=<seconds left>) without a request.
         print(web_search.guard_state())
         # searches this turn: 0/1 · fuse: ready · cache: 1/256
+        ```
 
-    Every refusal's ``message`` tells the model what happened and what to do
-    next; ``on_refusal="return"`` hands it back as the tool's result, which
+    Every refusal's `message` tells the model what happened and what to do
+    next; `on_refusal="return"` hands it back as the tool's result, which
     is what agent frameworks that crash on tool exceptions need.
 
     Args:
         per_turn: Searches that may reach the backend per turn (see
-            :func:`~searchfuse.turn`). ``None``: unlimited; ``0``: never (only
+            [`turn`][searchfuse.turn]). `None`: unlimited; `0`: never (only
             checklist and cache answer).
         min_interval: Outside any explicit turn, calls that overlap or start
             within this many seconds of the end of the previous call form one
             implicit turn (a burst).
-        checklist: Hooks ``(query, call) -> answer | None`` asked first. A
+        checklist: Hooks `(query, call) -> answer | None` asked first. A
             hook that raises is logged and skipped.
-        cache: ``True``: a TTL cache of 256 entries for 15 minutes (timed by
-            ``clock``); ``False``: none (and no sharing of concurrent calls);
-            or any ``cachetools`` cache (or mapping) to use, possibly shared.
-        cache_key: ``(query, **params) -> key``; defaults to
-            :func:`~searchfuse.guard.search_key`.
+        cache: `True`: a TTL cache of 256 entries for 15 minutes (timed by
+            `clock`); `False`: none (and no sharing of concurrent calls);
+            or any `cachetools` cache (or mapping) to use, possibly shared.
+        cache_key: `(query, **params) -> key`; defaults to
+            [`search_key`][searchfuse.guard.search_key].
         cooldown: Seconds to refuse after a 429 without a usable Retry-After.
         router: Delegate searches to this router instead of running the
-            wrapped function's body: ``query``/``q`` become the query,
-            ``max_results``/``count``/``limit``/``num_results`` become
-            ``max_results``, Tavily parameters pass through.
-        inject: With ``router``, run the wrapped function with the key the
+            wrapped function's body: `query`/`q` become the query,
+            `max_results`/`count`/`limit`/`num_results` become
+            `max_results`, Tavily parameters pass through.
+        inject: With `router`, run the wrapped function with the key the
             router chooses passed as this argument, once per key it tries;
             the router sees each outcome (401, 432, 429...) and fails over.
         adapt: Turn the backend's result into what the tool returns (for
-            example ``json.dumps`` for a tool that returns a JSON string);
+            example `json.dumps` for a tool that returns a JSON string);
             applied before caching.
-        on_refusal: ``"raise"`` the refusal, ``"return"`` its message as the
-            result, or a callable ``(refusal) -> result``. It applies to the
-            guard's own refusals and to ``RateLimited``/``NoKeyAvailable``
+        on_refusal: `"raise"` the refusal, `"return"` its message as the
+            result, or a callable `(refusal) -> result`. It applies to the
+            guard's own refusals and to `RateLimited`/`NoKeyAvailable`
             coming from the backend.
-        budget: A :class:`~searchfuse.guard.TurnBudget` to share with other
+        budget: A [`TurnBudget`][searchfuse.TurnBudget] to share with other
             guarded tools (one budget for all of an agent's search tools).
-        fuse: A :class:`~searchfuse.guard.Fuse` to share with other guarded
+        fuse: A [`Fuse`][searchfuse.Fuse] to share with other guarded
             tools (a 429 seen by one stops all).
         clock: Zero-argument callable returning epoch seconds, used for
             every time decision; defaults to searchfuse's clock, which
-            ``searchfuse.testing`` can replace.
+            `searchfuse.testing` can replace.
     """
     if on_refusal not in ("raise", "return") and not callable(on_refusal):
         raise ValueError(f"on_refusal must be 'raise', 'return' or a callable, got {on_refusal!r}")

@@ -23,22 +23,22 @@ DEFAULT_COOLDOWN = 60.0
 
 
 def is_rate_limit(exc: BaseException) -> bool:
-    """Whether ``exc`` stands for an HTTP 429.
+    """Whether `exc` stands for an HTTP 429.
 
-    Recognises searchfuse's :class:`~searchfuse.RateLimited` (from the router),
-    ``httpx.HTTPStatusError``, tavily-python's ``UsageLimitExceededError`` and
-    any exception with a ``status_code`` or ``response.status_code`` of 429.
+    Recognises searchfuse's [`RateLimited`][searchfuse.errors.RateLimited] (from the router),
+    `httpx.HTTPStatusError`, tavily-python's `UsageLimitExceededError` and
+    any exception with a `status_code` or `response.status_code` of 429.
     """
     return _answers.status_of(exc) == 429
 
 
 def cooldown_after(exc: BaseException, *, now: float, default: float) -> float:
-    """How long to stay tripped after the 429 ``exc``: Retry-After (clamped), else ``default``.
+    """How long to stay tripped after the 429 `exc`: Retry-After (clamped), else `default`.
 
-    Retry-After is read from a ``retry_after`` attribute (the router's
-    :class:`~searchfuse.RateLimited` carries the cooldown it applied) or from
+    Retry-After is read from a `retry_after` attribute (the router's
+    [`RateLimited`][searchfuse.errors.RateLimited] carries the cooldown it applied) or from
     the response headers, as delta-seconds or an HTTP date, and clamped to
-    :data:`searchfuse._answers.MAX_PARK` (an hour).
+    `searchfuse._answers.MAX_PARK` (an hour).
     """
     retry_after = _answers.retry_after_of(exc, now)
     if retry_after is None:
@@ -49,9 +49,9 @@ def cooldown_after(exc: BaseException, *, now: float, default: float) -> float:
 class Fuse:
     """Tripped by a 429, it refuses searches until its cooldown ends.
 
-    Every guard owns one unless it is given one with ``guard(fuse=...)``. Give
+    Every guard owns one unless it is given one with `guard(fuse=...)`. Give
     several guarded tools that use the same backend (or the same keys) the
-    same ``Fuse``, and a 429 seen by one of them stops all of them. Times are
+    same `Fuse`, and a 429 seen by one of them stops all of them. Times are
     epoch seconds from the guard's clock; the fuse has no clock of its own.
     """
 
@@ -65,30 +65,31 @@ class Fuse:
 
     @property
     def cooldown_until(self) -> float | None:
-        """When the current (or last) cooldown ends, in epoch seconds; ``None`` if never tripped."""
+        """When the current (or last) cooldown ends, in epoch seconds; `None` if never tripped."""
         return self._cooldown_until
 
     @property
     def cause(self) -> str:
-        """What tripped the fuse, in words for the model (``"rate limit"``)."""
+        """What tripped the fuse, in words for the model (`"rate limit"`)."""
         return self._cause
 
     def remaining(self, now: float) -> float:
-        """Seconds of cooldown left at ``now`` (``0.0`` when the fuse is not tripped)."""
+        """Seconds of cooldown left at `now` (`0.0` when the fuse is not tripped)."""
         until = self._cooldown_until
         if until is None:
             return 0.0
         return max(0.0, until - now)
 
     def check(self, now: float) -> None:
-        """Raise :class:`~searchfuse.CooldownActive` if a cooldown runs at ``now``."""
+        """Raise [`CooldownActive`][searchfuse.errors.CooldownActive] if a cooldown runs at
+        `now`."""
         until = self._cooldown_until
         if until is None or until <= now:
             return  # the common case, on every search: no further call
         raise CooldownActive(until - now, cause=self._cause)
 
     def trip(self, seconds: float, *, now: float, cause: str = "rate limit") -> float:
-        """Refuse searches for ``seconds`` from ``now``; return the seconds actually left.
+        """Refuse searches for `seconds` from `now`; return the seconds actually left.
 
         A running cooldown is only ever extended, never shortened, so two
         tools sharing a fuse cannot cut each other's cooldown short.
@@ -99,7 +100,7 @@ class Fuse:
             if self._cooldown_until is None or until > self._cooldown_until:
                 self._cooldown_until = until
                 self._cause = cause
-                # Exactly what was asked, not ``until - now``: epoch-sized
+                # Exactly what was asked, not `until - now`: epoch-sized
                 # floats would turn a Retry-After of 0.3 into 0.29999995...
                 return seconds
             return max(0.0, self._cooldown_until - now)

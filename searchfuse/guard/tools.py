@@ -1,8 +1,8 @@
-"""Ready-made guarded tools: ``tavily_tool(router)``, a typed ``tavily_search`` for agents.
+"""Ready-made guarded tools: `tavily_tool(router)`, a typed `tavily_search` for agents.
 
-``@guard(router=router)`` over a function of your own works too, but a type
+`@guard(router=router)` over a function of your own works too, but a type
 checker wants that function to have a body; the factory gives a tool whose
-call signature and result type are spelled out, so ``mypy --strict`` is
+call signature and result type are spelled out, so `mypy --strict` is
 happy with the code that uses it.
 """
 
@@ -30,7 +30,8 @@ TimeRange = Literal["day", "week", "month", "year"]
 
 
 class TavilyTool(Protocol[R_co]):
-    """A guarded ``tavily_search(query, max_results=5, ...)`` made by :func:`tavily_tool`."""
+    """A guarded `tavily_search(query, max_results=5, ...)` made by
+    [`tavily_tool`][searchfuse.guard.tavily_tool]."""
 
     __name__: str
 
@@ -99,25 +100,25 @@ def tavily_tool(
     fuse: Fuse | None = None,
     clock: _clock.Clock | None = None,
 ) -> TavilyTool[Any]:
-    """A guarded ``tavily_search`` tool served by ``router``.
+    """A guarded `tavily_search` tool served by `router`.
 
-    ::
+    ```python
+    from searchfuse import Router
+    from searchfuse.guard import tavily_tool
 
-        from searchfuse import Router
-        from searchfuse.guard import tavily_tool
+    tavily_search = tavily_tool(Router.from_env(), on_refusal="return")
+    result = tavily_search("what is a circuit breaker", max_results=3)
+    if isinstance(result, str):      # a refusal, for the model
+        print(result)
+    else:                            # Tavily's JSON
+        print(result["results"][0]["url"])
+    ```
 
-        tavily_search = tavily_tool(Router.from_env(), on_refusal="return")
-        result = tavily_search("what is a circuit breaker", max_results=3)
-        if isinstance(result, str):      # a refusal, for the model
-            print(result)
-        else:                            # Tavily's JSON
-            print(result["results"][0]["url"])
-
-    The tool's name (``tavily_search``), signature and docstring are what an
+    The tool's name (`tavily_search`), signature and docstring are what an
     agent framework shows the model. Every call passes the guard (see
-    :func:`~searchfuse.guard`; the options are the same) and is searched by
-    ``router``. ``on_refusal="return"`` types the result as Tavily's JSON or
-    the refusal's message (``dict[str, Any] | str``).
+    [`guard`][searchfuse.guard]; the options are the same) and is searched by
+    `router`. `on_refusal="return"` types the result as Tavily's JSON or
+    the refusal's message (`dict[str, Any] | str`).
     """
 
     def tavily_search(

@@ -7,10 +7,10 @@ searches per turn, not per process or per minute.
 
 A call belongs to
 
-- the innermost :func:`turn` scope around it (a :mod:`contextvars` scope, so
+- the innermost [`turn`][searchfuse.turn] scope around it (a `contextvars` scope, so
   asyncio tasks and context-copying executors started inside inherit it), or
 - outside any scope, an *implicit* turn: calls that overlap in time, or start
-  within ``min_interval`` seconds of the end of the previous call, form one
+  within `min_interval` seconds of the end of the previous call, form one
   burst and count as one turn.
 """
 
@@ -33,7 +33,7 @@ __all__ = ["Reservation", "Turn", "TurnBudget", "current_turn_id", "turn"]
 
 @dataclass(frozen=True, slots=True)
 class _Scope:
-    """One entered turn scope; ``parent`` is the scope it shadows."""
+    """One entered turn scope; `parent` is the scope it shadows."""
 
     turn_id: str
     parent: _Scope | None
@@ -41,7 +41,7 @@ class _Scope:
 
 # The scope chain lives *inside* the context variable instead of in reset
 # tokens kept on the Turn object: one Turn may be entered by many threads or
-# tasks at once (``turn(id=...)`` exists for exactly that), and each of them
+# tasks at once (`turn(id=...)` exists for exactly that), and each of them
 # has its own context, so each keeps its own chain.
 _current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "searchfuse_turn", default=None
@@ -55,17 +55,17 @@ _TURN_NUMBERS = itertools.count(1)
 
 
 class Turn:
-    """One assistant turn, usable as ``with`` and ``async with``.
+    """One assistant turn, usable as `with` and `async with`.
 
     Every call of a guarded tool inside the scope counts against the same
     per-turn budget, including calls made by asyncio tasks created inside it
     and by executors that copy the context (LangChain's do). A plain
-    :class:`threading.Thread` does not inherit a context: run its target in
-    ``contextvars.copy_context()`` or enter ``turn(id=...)`` with the same id
+    `threading.Thread` does not inherit a context: run its target in
+    `contextvars.copy_context()` or enter `turn(id=...)` with the same id
     in the thread.
 
     Scopes nest; the innermost one wins. Leaving a scope does not reset the
-    turn's count: entering ``turn(id=same_id)`` later joins the same turn
+    turn's count: entering `turn(id=same_id)` later joins the same turn
     again.
     """
 
@@ -104,44 +104,47 @@ class Turn:
 
 
 def turn(id: str | None = None) -> Turn:
-    """Scope one assistant turn: ``with turn(): ...`` or ``async with turn(): ...``.
+    """Scope one assistant turn: `with turn(): ...` or `async with turn(): ...`.
 
-    Without ``id`` every call starts a new turn with a fresh budget. With
-    ``id``, the scope joins the turn of that name, so an agent framework can
-    pass its own id for one model reply (Hermes' ``api_request_id``, a
-    LangChain run id) from every thread that serves that reply::
+    Without `id` every call starts a new turn with a fresh budget. With
+    `id`, the scope joins the turn of that name, so an agent framework can
+    pass its own id for one model reply (Hermes' `api_request_id`, a
+    LangChain run id) from every thread that serves that reply:
 
-        with turn(id=api_request_id):
-            web_search(query)
+    ```python
+    with turn(id=api_request_id):
+        web_search(query)
+    ```
     """
     return Turn(id)
 
 
 def current_turn_id() -> str | None:
-    """The id of the innermost :func:`turn` scope around the caller, or ``None``."""
+    """The id of the innermost [`turn`][searchfuse.turn] scope around the caller, or `None`."""
     scope = _current.get()
     return scope.turn_id if scope is not None else None
 
 
 class Reservation(NamedTuple):
-    """One search reserved in a turn; hand it back with :meth:`TurnBudget.release`."""
+    """One search reserved in a turn; hand it back with
+    [`TurnBudget.release`][searchfuse.TurnBudget.release]."""
 
     turn: Hashable
     implicit: bool
 
 
 class TurnBudget:
-    """How many searches each turn has spent: the state behind ``per_turn``.
+    """How many searches each turn has spent: the state behind `per_turn`.
 
-    Every guard owns one unless it is given one with ``guard(budget=...)``.
-    Give several guarded tools the same ``TurnBudget`` and they share one
-    budget: with ``per_turn=1`` a turn may call *one* of them once. Each guard
-    keeps its own ``per_turn`` and ``min_interval``; the budget only holds
+    Every guard owns one unless it is given one with `guard(budget=...)`.
+    Give several guarded tools the same `TurnBudget` and they share one
+    budget: with `per_turn=1` a turn may call *one* of them once. Each guard
+    keeps its own `per_turn` and `min_interval`; the budget only holds
     the counts, so sharing it never changes a tool's settings.
 
     Reservation is atomic across threads and asyncio tasks: a
-    :class:`threading.Lock` guards the counters and is never held across an
-    ``await``. ``remember`` bounds how many turns are kept; the oldest are
+    `threading.Lock` guards the counters and is never held across an
+    `await`. `remember` bounds how many turns are kept; the oldest are
     forgotten first.
     """
 
@@ -151,7 +154,7 @@ class TurnBudget:
         self._lock = threading.Lock()
         self._remember = remember
         # Named turns stay counted after their scope exits: an integration may
-        # enter ``turn(id=...)`` once per tool call of the same reply. Oldest
+        # enter `turn(id=...)` once per tool call of the same reply. Oldest
         # first (insertion order), so forgetting drops the oldest turn.
         # An OrderedDict: forgetting the oldest is popitem(last=False), O(1),
         # where deleting a plain dict's first key degrades to O(n).
@@ -165,9 +168,10 @@ class TurnBudget:
         return f"<TurnBudget turns={len(self._spent)}>"
 
     def reserve(self, per_turn: int | None, *, min_interval: float, now: float) -> Reservation:
-        """Reserve one search in the caller's turn, or raise :class:`TurnLimitReached`.
+        """Reserve one search in the caller's turn, or raise
+        [`TurnLimitReached`][searchfuse.errors.TurnLimitReached].
 
-        ``per_turn=None`` means unlimited (the search is still counted).
+        `per_turn=None` means unlimited (the search is still counted).
         """
         scope = _current.get()
         turn_id = scope.turn_id if scope is not None else None
@@ -190,7 +194,7 @@ class TurnBudget:
         """Mark the reserved search finished.
 
         A search that was answered (with a result or an error) stays counted
-        in its turn; ``used=False`` (cancelled before any answer) gives the
+        in its turn; `used=False` (cancelled before any answer) gives the
         search back to the turn.
         """
         if reservation.implicit or not used:
@@ -211,7 +215,7 @@ class TurnBudget:
             self._implicit_last = None
 
     def spent(self, *, min_interval: float, now: float) -> int:
-        """Searches spent so far in the caller's turn (``0`` if a new turn would start)."""
+        """Searches spent so far in the caller's turn (`0` if a new turn would start)."""
         turn_id = current_turn_id()
         with self._lock:
             if turn_id is not None:

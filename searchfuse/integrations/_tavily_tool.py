@@ -1,9 +1,9 @@
-"""The ``tavily_search`` tool that the MCP server and the OpenAI Agents SDK expose.
+"""The `tavily_search` tool that the MCP server and the OpenAI Agents SDK expose.
 
 One contract, two frameworks: the same name, description and parameters,
 and the same way of turning a guarded, routed search into what the model
 reads. Each framework writes the parameters into its own function
-signature (both build the tool's schema from it) and calls :func:`answer`.
+signature (both build the tool's schema from it) and calls `answer`.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ _NOT_FOR_THE_MODEL = ("searchfuse", "usage")
 
 
 async def answer(rules: Guard, query: str, **params: Any) -> tuple[str, bool]:
-    """Run one call through ``rules``: the text for the model, and whether it is a refusal.
+    """Run one call through `rules`: the text for the model, and whether it is a refusal.
 
-    ``None`` parameters are left out. A refusal or a failed search is its
+    `None` parameters are left out. A refusal or a failed search is its
     message (never an exception: either would end an agent's run).
     """
     call = Call(query, {k: v for k, v in params.items() if v is not None}, TOOL_NAME)

@@ -1,34 +1,37 @@
-"""Hermes: a plugin that keeps a Hermes agent's ``web_search`` within its budget.
+"""Hermes: a plugin that keeps a Hermes agent's `web_search` within its budget.
 
-``pip install "searchfuse[hermes]"`` installs the plugin (entry point group
-``hermes_agent.plugins``, name ``searchfuse``). Enable it the Hermes way, in
-``~/.hermes/config.yaml``::
+`pip install ".[hermes]"` installs the plugin (entry point group
+`hermes_agent.plugins`, name `searchfuse`). Enable it the Hermes way, in
+`~/.hermes/config.yaml`:
 
-    plugins:
-      enabled: [searchfuse]
-    web:
-      search_backend: searchfuse
+```yaml
+plugins:
+  enabled: [searchfuse]
+web:
+  search_backend: searchfuse
+```
 
 It registers two things:
 
-- a ``pre_tool_call`` hook. One model reply (one ``api_request_id``) is one
-  turn: its ``web_search`` calls get ``per_turn`` searches, the rest are
+- a `pre_tool_call` hook. One model reply (one `api_request_id`) is one
+  turn: its `web_search` calls get `per_turn` searches, the rest are
   blocked with a message telling the model to use the result it gets or to
   combine queries. While a cooldown runs after a 429 every search is blocked
   with the seconds left. Hermes runs this hook for every call of a reply on
   one thread before any of them executes, so the decision is made for the
   whole batch; the hook never raises (Hermes would ignore it and allow the
   call).
-- a web search provider, ``searchfuse``, that serves Tavily searches through
-  a :class:`~searchfuse.Router` (several keys, usage-aware selection, the
-  cache, a hard stop on a 429), so every path into ``web_search`` (the
-  model's tool calls, delegated agents, scripts calling ``web_search_tool``)
+- a web search provider, `searchfuse`, that serves Tavily searches through
+  a [`Router`][searchfuse.Router] (several keys, usage-aware selection, the
+  cache, a hard stop on a 429), so every path into `web_search` (the
+  model's tool calls, delegated agents, scripts calling `web_search_tool`)
   goes through the guard.
 
 Scripts that use Hermes' tools without the plugin system call
-:func:`install` instead. Keys come from ``$HERMES_HOME/searchfuse/config/keys.json``
-or from ``TAVILY_API_KEYS`` (in the environment or ``$HERMES_HOME/.env``); see
-:func:`router_from_hermes`.
+[`install`][searchfuse.integrations.hermes.install] instead. Keys come from
+`$HERMES_HOME/searchfuse/config/keys.json` or from `TAVILY_API_KEYS` (in the environment or
+`$HERMES_HOME/.env`); see
+[`router_from_hermes`][searchfuse.integrations.hermes.router_from_hermes].
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        'searchfuse.integrations.hermes needs Hermes: pip install "searchfuse[hermes]"'
+        'searchfuse.integrations.hermes needs Hermes: pip install ".[hermes]"'
     ) from exc
 
 from searchfuse import _clock
@@ -71,7 +74,7 @@ __all__ = [
 
 logger = logging.getLogger("searchfuse.integrations.hermes")
 
-#: The provider name to put in ``web.search_backend``.
+#: The provider name to put in `web.search_backend`.
 PROVIDER_NAME = "searchfuse"
 #: Tavily returns at most this many results per search (Hermes allows up to 100).
 MAX_RESULTS = 20
@@ -82,7 +85,7 @@ REMEMBERED_TURNS = 1024
 
 
 def _limit(value: Any) -> int:
-    """``limit`` as Hermes' ``web_search_tool`` reads it, capped at Tavily's maximum."""
+    """`limit` as Hermes' `web_search_tool` reads it, capped at Tavily's maximum."""
     try:
         limit = int(value)
     except (TypeError, ValueError):
@@ -91,7 +94,7 @@ def _limit(value: Any) -> int:
 
 
 def _hermes_results(data: Any) -> dict[str, Any]:
-    """Tavily's JSON in the shape Hermes' ``web_search`` returns."""
+    """Tavily's JSON in the shape Hermes' `web_search` returns."""
     results = data.get("results") if isinstance(data, dict) else None
     web = [
         {
@@ -128,7 +131,7 @@ def _hermes_home() -> Path:
 
 
 def _hermes_settings() -> dict[str, Any]:
-    """The ``searchfuse:`` section of Hermes' ``config.yaml`` (empty if absent)."""
+    """The `searchfuse:` section of Hermes' `config.yaml` (empty if absent)."""
     try:
         from hermes_cli.config import load_config  # type: ignore[import-untyped]
 
@@ -140,7 +143,7 @@ def _hermes_settings() -> dict[str, Any]:
 
 
 def _hermes_environ() -> dict[str, str]:
-    """``os.environ`` over ``$HERMES_HOME/.env``: how Hermes itself resolves a variable."""
+    """`os.environ` over `$HERMES_HOME/.env`: how Hermes itself resolves a variable."""
     environ: dict[str, str] = {}
     try:
         from hermes_cli.config import load_env
@@ -153,21 +156,21 @@ def _hermes_environ() -> dict[str, str]:
 
 
 def router_from_hermes(**options: Any) -> Router:
-    """The router the plugin uses, configured from ``$HERMES_HOME`` (``~/.hermes``).
+    """The router the plugin uses, configured from `$HERMES_HOME` (`~/.hermes`).
 
     Keys come from the first of:
 
-    1. ``searchfuse.keys_file`` in ``config.yaml`` (``~`` expanded, relative
-       paths under ``$HERMES_HOME``);
-    2. ``$HERMES_HOME/searchfuse/config/keys.json``;
-    3. ``TAVILY_API_KEYS`` (or ``TAVILY_API_KEY``, ``TAVILY_API_KEY_2``...)
-       from the environment or ``$HERMES_HOME/.env``.
+    1. `searchfuse.keys_file` in `config.yaml` (`~` expanded, relative
+       paths under `$HERMES_HOME`);
+    2. `$HERMES_HOME/searchfuse/config/keys.json`;
+    3. `TAVILY_API_KEYS` (or `TAVILY_API_KEY`, `TAVILY_API_KEY_2`...)
+       from the environment or `$HERMES_HOME/.env`.
 
-    A keys file keeps its state beside its ``config/`` folder; keys from the
-    environment keep theirs in ``$HERMES_HOME/searchfuse/state/quota.json``
-    (or ``SEARCHFUSE_STATE``). ``TAVILY_BASE_URL`` is honoured from either
-    place. ``options`` go to the :class:`~searchfuse.Router` constructor.
-    Raises :class:`~searchfuse.ConfigError` when no key is configured.
+    A keys file keeps its state beside its `config/` folder; keys from the
+    environment keep theirs in `$HERMES_HOME/searchfuse/state/quota.json`
+    (or `SEARCHFUSE_STATE`). `TAVILY_BASE_URL` is honoured from either
+    place. `options` go to the [`Router`][searchfuse.Router] constructor.
+    Raises [`ConfigError`][searchfuse.errors.ConfigError] when no key is configured.
     """
     from searchfuse.router import Router
 
@@ -195,14 +198,14 @@ def router_from_hermes(**options: Any) -> Router:
 
 
 class SearchFuseProvider(WebSearchProvider):  # type: ignore[misc]  # Hermes' base class is untyped
-    """The Hermes web search provider that serves ``web_search`` through the plugin.
+    """The Hermes web search provider that serves `web_search` through the plugin.
 
-    Select it with ``web.search_backend: searchfuse``. ``search()`` returns
-    Hermes' shape (``{"success": True, "data": {"web": [...]}}``) or, for a
-    refusal, ``{"success": False, "error": <message for the model>}``. It
-    only searches; ``web_extract`` stays with the extract backend (unless it
-    stands in for another provider, see :func:`install`, whose extract it
-    then forwards).
+    Select it with `web.search_backend: searchfuse`. `search()` returns
+    Hermes' shape (`{"success": True, "data": {"web": [...]}}`) or, for a
+    refusal, `{"success": False, "error": <message for the model>}`. It
+    only searches; `web_extract` stays with the extract backend (unless it
+    stands in for another provider, see [`install`][searchfuse.integrations.hermes.install], whose
+    extract it then forwards).
     """
 
     def __init__(
@@ -214,12 +217,12 @@ class SearchFuseProvider(WebSearchProvider):  # type: ignore[misc]  # Hermes' ba
 
     @property
     def name(self) -> str:
-        """The name ``web.search_backend`` selects."""
+        """The name `web.search_backend` selects."""
         return self._name
 
     @property
     def display_name(self) -> str:
-        """How ``hermes tools`` shows it."""
+        """How `hermes tools` shows it."""
         return "searchfuse (Tavily, several keys)"
 
     def is_available(self) -> bool:
@@ -245,7 +248,7 @@ class SearchFuseProvider(WebSearchProvider):  # type: ignore[misc]  # Hermes' ba
         return self._forward.extract(urls, **kwargs)
 
     def get_setup_schema(self) -> dict[str, Any]:
-        """What ``hermes tools`` shows to set it up."""
+        """What `hermes tools` shows to set it up."""
         return {
             "name": "searchfuse (Tavily, several keys)",
             "badge": "paid",
@@ -266,29 +269,33 @@ class SearchFuseProvider(WebSearchProvider):  # type: ignore[misc]  # Hermes' ba
 class SearchFusePlugin:
     """The searchfuse plugin for Hermes: the per-reply hook and the routed provider.
 
-    Hermes makes one from its config when it loads the ``searchfuse`` entry
+    Hermes makes one from its config when it loads the `searchfuse` entry
     point; make your own to choose the options, and hand it to
-    :func:`install` (or call :meth:`register` from your own plugin)::
+    [`install`][searchfuse.integrations.hermes.install] (or call
+    [`register`][searchfuse.integrations.hermes.SearchFusePlugin.register] from your own plugin):
 
-        plugin = SearchFusePlugin(router=Router.from_config("config/keys.json"), per_turn=1)
-        install(plugin)
+    ```python
+    plugin = SearchFusePlugin(router=Router.from_config("config/keys.json"), per_turn=1)
+    install(plugin)
+    ```
 
-    The hook and the provider share one :class:`~searchfuse.Guard` (one
+    The hook and the provider share one [`Guard`][searchfuse.Guard] (one
     budget, one fuse, one cache), so the hook's decision, the cache, the fuse
     and the router agree. Everything here is
     thread-safe: Hermes runs the calls of one reply in parallel threads.
 
     Args:
-        router: What serves the searches; by default :func:`router_from_hermes`,
-            built on first use.
-        per_turn: Searches per model reply (``None``: unlimited).
-        cache: ``True`` (15-minute TTL cache, 256 entries), ``False``, or a
+        router: What serves the searches; by default
+            [`router_from_hermes`][searchfuse.integrations.hermes.router_from_hermes], built on
+            first use.
+        per_turn: Searches per model reply (`None`: unlimited).
+        cache: `True` (15-minute TTL cache, 256 entries), `False`, or a
             cache instance. A cached search is free and served during a cooldown.
-        cache_key: ``(query, limit=...) -> key``.
+        cache_key: `(query, limit=...) -> key`.
         cooldown: Seconds to refuse after a 429 without a usable Retry-After.
         tools: The tool names the hook guards.
-        budget: A :class:`~searchfuse.guard.TurnBudget` to share.
-        fuse: A :class:`~searchfuse.guard.Fuse` to share.
+        budget: A [`TurnBudget`][searchfuse.TurnBudget] to share.
+        fuse: A [`Fuse`][searchfuse.Fuse] to share.
         clock: Zero-argument callable returning epoch seconds.
     """
 
@@ -340,10 +347,11 @@ class SearchFusePlugin:
 
     @classmethod
     def from_hermes_config(cls) -> SearchFusePlugin:
-        """A plugin with the options of the ``searchfuse:`` section of ``config.yaml``.
+        """A plugin with the options of the `searchfuse:` section of `config.yaml`.
 
-        Recognised: ``per_turn`` (int, or null for unlimited) and ``cooldown``
-        (seconds); keys are read on first use (:func:`router_from_hermes`).
+        Recognised: `per_turn` (int, or null for unlimited) and `cooldown`
+        (seconds); keys are read on first use
+        ([`router_from_hermes`][searchfuse.integrations.hermes.router_from_hermes]).
         """
         settings = _hermes_settings()
         options: dict[str, Any] = {}
@@ -359,14 +367,14 @@ class SearchFusePlugin:
         return clock() if clock is not None else _clock.now()
 
     def cooldown_left(self) -> float:
-        """Seconds until searches may reach Tavily again (``0.0``: no cooldown)."""
+        """Seconds until searches may reach Tavily again (`0.0`: no cooldown)."""
         return self.fuse.remaining(self.now())
 
     # -- the router --------------------------------------------------------------------
 
     @property
     def router(self) -> RouterLike | None:
-        """The router serving the searches (built on first use), or ``None`` without keys."""
+        """The router serving the searches (built on first use), or `None` without keys."""
         with self._lock:
             if self._router is None and self._router_error is None:
                 try:
@@ -382,7 +390,7 @@ class SearchFusePlugin:
 
     @property
     def guard(self) -> Guard:
-        """The :class:`~searchfuse.Guard` the hook decides with and the provider searches through.
+        """The [`Guard`][searchfuse.Guard] the hook decides with and the provider searches through.
 
         Built on first use, with the router (none when no key is configured:
         then every search fails with the configuration error, never a request).
@@ -435,7 +443,7 @@ class SearchFusePlugin:
     # -- the hook ------------------------------------------------------------------------
 
     def pre_tool_call(self, **kwargs: Any) -> dict[str, str] | None:
-        """Hermes' ``pre_tool_call`` hook: ``{"action": "block", "message": ...}`` or ``None``.
+        """Hermes' `pre_tool_call` hook: `{"action": "block", "message": ...}` or `None`.
 
         Never raises: a hook that raises is ignored by Hermes, which would
         let the call through unexamined. On an internal error the call is
@@ -461,10 +469,10 @@ class SearchFusePlugin:
         turn_id: str = "",
         **_: Any,
     ) -> SearchRefused | None:
-        """The refusal for one tool call, or ``None`` to let it run.
+        """The refusal for one tool call, or `None` to let it run.
 
-        One model reply (``api_request_id``, else ``turn_id``) gets
-        ``per_turn`` distinct uncached searches; cache hits and repeats of
+        One model reply (`api_request_id`, else `turn_id`) gets
+        `per_turn` distinct uncached searches; cache hits and repeats of
         an admitted query are free. While a cooldown runs, or when no key
         can serve, every uncached search is refused.
         """
@@ -520,16 +528,16 @@ class SearchFusePlugin:
     # -- registration ----------------------------------------------------------------------
 
     def register(self, ctx: Any) -> None:
-        """Register the hook and the provider with a Hermes ``PluginContext``."""
+        """Register the hook and the provider with a Hermes `PluginContext`."""
         ctx.register_hook("pre_tool_call", self.pre_tool_call)
         ctx.register_web_search_provider(self.provider)
         manager = getattr(ctx, "_manager", None)
         self._hooks.append((manager, self.pre_tool_call))
 
     def serve_as(self, name: str) -> None:
-        """Also serve the Hermes backend ``name`` (``"tavily"``), forwarding its extract.
+        """Also serve the Hermes backend `name` (`"tavily"`), forwarding its extract.
 
-        Hermes picks ``tavily`` on its own when ``TAVILY_API_KEY`` is set;
+        Hermes picks `tavily` on its own when `TAVILY_API_KEY` is set;
         standing in for it routes those searches too, without a config change.
         """
         from agent.web_search_registry import (  # type: ignore[import-untyped]
@@ -546,9 +554,12 @@ class SearchFusePlugin:
         register_provider(SearchFuseProvider(self, name, forward=previous))
 
     def uninstall(self) -> None:
-        """Undo :meth:`register`, :meth:`serve_as` and :func:`install` in this process.
+        """Undo [`register`][searchfuse.integrations.hermes.SearchFusePlugin.register],
+        [`serve_as`][searchfuse.integrations.hermes.SearchFusePlugin.serve_as] and
+        [`install`][searchfuse.integrations.hermes.install] in this process.
 
-        Afterwards :func:`active_plugin` is ``None`` (if this was the active plugin).
+        Afterwards [`active_plugin`][searchfuse.integrations.hermes.active_plugin] is `None` (if
+        this was the active plugin).
         """
         global _active
         with _active_lock:
@@ -582,7 +593,8 @@ _active_lock = threading.Lock()
 
 
 def active_plugin() -> SearchFusePlugin | None:
-    """The plugin Hermes (or :func:`install`) registered last in this process, if any."""
+    """The plugin Hermes (or [`install`][searchfuse.integrations.hermes.install]) registered last in
+    this process, if any."""
     return _active
 
 
@@ -602,9 +614,9 @@ def _replace_active(plugin: SearchFusePlugin) -> None:
 def register(ctx: Any) -> None:
     """Hermes' plugin entry point: register the hook and the provider.
 
-    Hermes calls it when ``searchfuse`` is in ``plugins.enabled``. Each call
+    Hermes calls it when `searchfuse` is in `plugins.enabled`. Each call
     (Hermes re-registers plugins when it reloads them) builds the plugin
-    from the current ``config.yaml``; a cooldown survives a reload because
+    from the current `config.yaml`; a cooldown survives a reload because
     the router keeps it in its state file.
     """
     plugin = SearchFusePlugin.from_hermes_config()
@@ -617,24 +629,26 @@ def register(ctx: Any) -> None:
 def install(
     plugin: SearchFusePlugin | None = None, *, serve_tavily: bool = True
 ) -> SearchFusePlugin:
-    """Route Hermes' ``web_search`` through searchfuse without the plugin system.
+    """Route Hermes' `web_search` through searchfuse without the plugin system.
 
-    For scripts that use Hermes' tools (``AIAgent``, ``web_search_tool``,
-    ``handle_function_call``) without enabling plugins in ``config.yaml``::
+    For scripts that use Hermes' tools (`AIAgent`, `web_search_tool`,
+    `handle_function_call`) without enabling plugins in `config.yaml`:
 
-        from searchfuse.integrations.hermes import install
+    ```python
+    from searchfuse.integrations.hermes import install
 
-        plugin = install()          # keys from ~/.hermes, see router_from_hermes()
+    plugin = install()          # keys from ~/.hermes, see router_from_hermes()
+    ```
 
     Runs Hermes' own plugin discovery first (it would otherwise run on the
     first search and put Hermes' bundled providers back over the ones added
-    here), then registers ``plugin`` (default:
-    :meth:`SearchFusePlugin.from_hermes_config`) with Hermes' plugin manager:
-    the ``pre_tool_call`` hook and the ``searchfuse`` provider. With
-    ``serve_tavily`` it also stands in for Hermes' ``tavily`` backend
-    (forwarding ``web_extract`` to it), so the searches Hermes sends to
+    here), then registers `plugin` (default:
+    [`SearchFusePlugin.from_hermes_config`][searchfuse.integrations.hermes.SearchFusePlugin.from_hermes_config])
+    with Hermes' plugin manager: the `pre_tool_call` hook and the `searchfuse` provider. With
+    `serve_tavily` it also stands in for Hermes' `tavily` backend
+    (forwarding `web_extract` to it), so the searches Hermes sends to
     Tavily by default go through the router too. Returns the plugin;
-    ``plugin.uninstall()`` undoes it.
+    `plugin.uninstall()` undoes it.
     """
     from hermes_cli.plugins import (  # type: ignore[import-untyped]
         PluginContext,

@@ -1,16 +1,16 @@
-"""An MCP server whose ``tavily_search`` tool is guarded and routed: ``searchfuse mcp``.
+"""An MCP server whose `tavily_search` tool is guarded and routed: `searchfuse mcp`.
 
-``pip install "searchfuse[mcp]"``, then point any MCP client (Claude Desktop,
-Cursor, IDE agents, LangChain through ``langchain-mcp-adapters``...) at
-``searchfuse mcp``. It speaks stdio by default and streamable HTTP with
-``--http PORT`` (on 127.0.0.1 unless told otherwise).
+`pip install ".[mcp]"`, then point any MCP client (Claude Desktop,
+Cursor, IDE agents, LangChain through `langchain-mcp-adapters`...) at
+`searchfuse mcp`. It speaks stdio by default and streamable HTTP with
+`--http PORT` (on 127.0.0.1 unless told otherwise).
 
-Every call passes one :class:`~searchfuse.Guard` (cache, fuse, turn budget)
-and is served by a :class:`~searchfuse.Router` over all keys. MCP carries no
+Every call passes one [`Guard`][searchfuse.Guard] (cache, fuse, turn budget)
+and is served by a [`Router`][searchfuse.Router] over all keys. MCP carries no
 id for the model reply a call belongs to, so the guard's burst rule decides
-what a turn is: calls that overlap, or start within ``min_interval`` seconds
+what a turn is: calls that overlap, or start within `min_interval` seconds
 of the previous one, are one turn. A refusal is a tool result with
-``isError: true`` whose text is the refusal's message; the session goes on.
+`isError: true` whose text is the refusal's message; the session goes on.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ try:
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        'searchfuse.integrations.mcp needs the MCP SDK: pip install "searchfuse[mcp]"'
+        'searchfuse.integrations.mcp needs the MCP SDK: pip install ".[mcp]"'
     ) from exc
 
 from searchfuse.guard import Guard
@@ -44,7 +44,7 @@ __all__ = ["LOOPBACK", "TOOL_DESCRIPTION", "TOOL_NAME", "build_server", "serve"]
 
 logger = logging.getLogger("searchfuse.integrations.mcp")
 
-#: Where ``--http`` listens unless told otherwise: this machine only.
+#: Where `--http` listens unless told otherwise: this machine only.
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_NAMES = frozenset({LOOPBACK, "localhost", "::1"})
 
@@ -57,16 +57,16 @@ def build_server(
     name: str = "searchfuse",
     **guard_options: Any,
 ) -> FastMCP[Any]:
-    """The MCP server: one tool, :data:`TOOL_NAME`, guarded and routed.
+    """The MCP server: one tool, `TOOL_NAME`, guarded and routed.
 
     Args:
         router: the router that serves the searches; default
-            :meth:`Router.from_env`.
+            [`Router.from_env`][searchfuse.Router.from_env].
         host: where the streamable HTTP transport listens (default loopback).
         port: its port.
         name: the server's name, as MCP clients show it.
-        **guard_options: options of :class:`~searchfuse.Guard` (``per_turn``,
-            ``min_interval``, ``cache``, ``cooldown``, ``checklist``...).
+        **guard_options: options of [`Guard`][searchfuse.Guard] (`per_turn`,
+            `min_interval`, `cache`, `cooldown`, `checklist`...).
     """
     if router is None:
         router = Router.from_env()
@@ -111,8 +111,8 @@ def serve(
 ) -> None:
     """Run the server until the client goes away (stdio) or the process is stopped (HTTP).
 
-    ``http_port=None`` speaks MCP over stdin/stdout; a port serves streamable
-    HTTP at ``http://HOST:PORT/mcp``. The router is closed at the end.
+    `http_port=None` speaks MCP over stdin/stdout; a port serves streamable
+    HTTP at `http://HOST:PORT/mcp`. The router is closed at the end.
     """
     if router is None:
         router = Router.from_env()

@@ -1,16 +1,18 @@
-"""OpenAI Agents SDK: a guarded, routed ``tavily_search`` tool.
+"""OpenAI Agents SDK: a guarded, routed `tavily_search` tool.
 
-``pip install "searchfuse[openai-agents]"``, then::
+`pip install ".[openai-agents]"`, then:
 
-    from agents import Agent
-    from searchfuse.integrations.openai_agents import tavily_search_tool
+```python
+from agents import Agent
+from searchfuse.integrations.openai_agents import tavily_search_tool
 
-    agent = Agent(name="researcher", tools=[tavily_search_tool()])
+agent = Agent(name="researcher", tools=[tavily_search_tool()])
+```
 
-Every call passes one :class:`~searchfuse.Guard` (cache, fuse, turn budget)
-and is served by a :class:`~searchfuse.Router` over all keys. A turn is one
+Every call passes one [`Guard`][searchfuse.Guard] (cache, fuse, turn budget)
+and is served by a [`Router`][searchfuse.Router] over all keys. A turn is one
 model response: the SDK runs the parallel tool calls of a response together,
-so with ``per_turn=1`` one of them searches and the others are refused. A
+so with `per_turn=1` one of them searches and the others are refused. A
 refusal is the tool's output, a text that tells the model what happened and
 what to do; it never raises, so it never ends the run.
 """
@@ -29,7 +31,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "searchfuse.integrations.openai_agents needs the OpenAI Agents SDK: "
-        'pip install "searchfuse[openai-agents]"'
+        'pip install ".[openai-agents]"'
     ) from exc
 
 from searchfuse.guard import Guard, turn
@@ -52,11 +54,11 @@ __all__ = ["TOOL_DESCRIPTION", "TOOL_NAME", "tavily_search_tool"]
 class _Responses:
     """Which model response a tool call belongs to.
 
-    The SDK adds each model response's usage to the run's one ``Usage``
+    The SDK adds each model response's usage to the run's one `Usage`
     object before it runs that response's tool calls, and every model it
-    ships counts a response as one request. So (the run, ``usage.requests``)
+    ships counts a response as one request. So (the run, `usage.requests`)
     names the response: the same for the parallel calls of one response,
-    new for the next. A model that reports no usage leaves ``requests`` at
+    new for the next. A model that reports no usage leaves `requests` at
     0; then the guard's burst rule decides (calls that overlap are one turn).
     """
 
@@ -81,16 +83,16 @@ class _Responses:
 
 
 def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> FunctionTool:
-    """A ``FunctionTool`` named ``tavily_search``, guarded and served by ``router``.
+    """A `FunctionTool` named `tavily_search`, guarded and served by `router`.
 
     Args:
         router: the router that serves the searches; default
-            :meth:`Router.from_env`.
-        **guard_options: options of :class:`~searchfuse.Guard` (``per_turn``,
-            ``cache``, ``cooldown``, ``checklist``, ``budget``, ``fuse``...).
-            ``min_interval`` (default 0) only matters for models that report
+            [`Router.from_env`][searchfuse.Router.from_env].
+        **guard_options: options of [`Guard`][searchfuse.Guard] (`per_turn`,
+            `cache`, `cooldown`, `checklist`, `budget`, `fuse`...).
+            `min_interval` (default 0) only matters for models that report
             no usage: then overlapping calls, and calls starting within
-            ``min_interval`` seconds of the previous one, are one turn.
+            `min_interval` seconds of the previous one, are one turn.
 
     The tool's output is Tavily's answer as JSON (without the router's
     accounting), or, when the search is refused or fails, the refusal's

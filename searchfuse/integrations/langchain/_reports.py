@@ -1,9 +1,9 @@
 """What a LangChain tool reported, and the guard every LangChain product shares.
 
 Tools report errors in three ways: they raise, they return an error
-``ToolMessage`` (``BaseTool`` turns a ``ToolException`` into one), or, like
-``langchain_tavily.TavilySearch``, they return a *successful* result
-``{"error": ValueError("Error 429: ...")}``. All three may mean "the backend
+`ToolMessage` (`BaseTool` turns a `ToolException` into one), or, like
+`langchain_tavily.TavilySearch`, they return a *successful* result
+`{"error": ValueError("Error 429: ...")}`. All three may mean "the backend
 said 429", and the fuse must hear it; none of them may be cached.
 """
 
@@ -50,7 +50,7 @@ TOOL_PARAM = "searchfuse_tool"
 
 # Refusals raised inside a RoutedTavilySearch while a guarded call runs it.
 # BaseTool turns them into error *text*; this box keeps the exception itself
-# (with its exact ``retry_after``) for the guard around the call.
+# (with its exact `retry_after`) for the guard around the call.
 REFUSALS: contextvars.ContextVar[list[SearchRefused] | None] = contextvars.ContextVar(
     "searchfuse_langchain_refusals", default=None
 )
@@ -61,9 +61,9 @@ _ARGUMENTS = Binder(None, tool="")
 class Reported(Exception):
     """A tool reported an error in its result instead of raising it.
 
-    Raised inside the guard so the result is never cached; ``status_code``
+    Raised inside the guard so the result is never cached; `status_code`
     (when the text names one) lets the guard recognise a 429 and the router
-    react to a 401 or a 432 like to an HTTP answer. ``result`` is what the
+    react to a 401 or a 432 like to an HTTP answer. `result` is what the
     tool returned, handed back to the caller unchanged.
     """
 
@@ -98,7 +98,7 @@ def _content_text(content: Any) -> str:
 
 
 def reported(result: Any, origin: str | None = None) -> Reported | None:
-    """The error a tool reported in ``result``, or ``None`` for a result that is no error."""
+    """The error a tool reported in `result`, or `None` for a result that is no error."""
     error: Any = None
     if isinstance(result, ToolMessage):
         text = _content_text(result.content)
@@ -133,7 +133,7 @@ def reported(result: Any, origin: str | None = None) -> Reported | None:
 
 
 def accept(result: Any, refusals: list[SearchRefused], origin: str | None) -> Any:
-    """``result`` if it may be cached; otherwise raise what the guard must see instead."""
+    """`result` if it may be cached; otherwise raise what the guard must see instead."""
     if refusals:
         raise refusals[-1]
     if isinstance(result, Command):
@@ -153,7 +153,7 @@ def _stringify(value: Any) -> str:
 
 
 def message_for(result: Any, call_id: str, name: str) -> ToolMessage | Command[Any]:
-    """``result`` as the answer to the tool call ``call_id``."""
+    """`result` as the answer to the tool call `call_id`."""
     if isinstance(result, ToolMessage):
         if result.tool_call_id == call_id:
             return result
@@ -165,7 +165,7 @@ def message_for(result: Any, call_id: str, name: str) -> ToolMessage | Command[A
 
 
 def error_message(call_id: str, name: str, text: str) -> ToolMessage:
-    """The error ``ToolMessage`` answering ``call_id`` with ``text`` (a refusal's message)."""
+    """The error `ToolMessage` answering `call_id` with `text` (a refusal's message)."""
     return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error")
 
 
@@ -189,9 +189,9 @@ def _per_tool(cache_key: CacheKey) -> CacheKey:
 
 
 def make_guard(*, cache_key: CacheKey, **options: Any) -> Guard:
-    """The :class:`~searchfuse.Guard` one middleware or guarded tool uses for all its tools.
+    """The [`Guard`][searchfuse.Guard] one middleware or guarded tool uses for all its tools.
 
-    ``options`` are :class:`~searchfuse.Guard`'s; the cache keeps each tool's results apart.
+    `options` are [`Guard`][searchfuse.Guard]'s; the cache keeps each tool's results apart.
     """
     return Guard(name="langchain", cache_key=_per_tool(cache_key), **options)
 
@@ -214,12 +214,12 @@ class GuardParts:
 
     @property
     def guard(self) -> Guard:
-        """The :class:`~searchfuse.Guard` every guarded call passes."""
+        """The [`Guard`][searchfuse.Guard] every guarded call passes."""
         return self._guard
 
     @property
     def fuse(self) -> Fuse:
-        """The fuse every guarded call shares (``fuse.remaining(now)``, ``fuse.reset()``)."""
+        """The fuse every guarded call shares (`fuse.remaining(now)`, `fuse.reset()`)."""
         return self._guard.fuse
 
     @property
@@ -229,7 +229,7 @@ class GuardParts:
 
 
 def call_of(tool: str, arguments: Mapping[str, Any]) -> Call:
-    """The guard's :class:`~searchfuse.guard.Call` for a call of ``tool`` with these arguments."""
+    """The guard's [`Call`][searchfuse.guard.Call] for a call of `tool` with these arguments."""
     query, params = _ARGUMENTS.read((), dict(arguments))
     params[TOOL_PARAM] = tool
     return Call(query, params, tool)

@@ -1,4 +1,4 @@
-"""``guard_tool``: any existing LangChain ``BaseTool``, guarded, looking the same to the model."""
+"""`guard_tool`: any existing LangChain `BaseTool`, guarded, looking the same to the model."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ __all__ = ["GuardedTool", "guard_tool"]
 
 
 def _schema_without(schema: ArgsSchema | None, field: str) -> ArgsSchema | None:
-    """``schema`` without the argument ``field`` (what the model must not see)."""
+    """`schema` without the argument `field` (what the model must not see)."""
     if schema is None:
         return None
     if isinstance(schema, dict):
@@ -62,14 +62,15 @@ def _schema_fields(schema: ArgsSchema | None) -> tuple[str, ...]:
 
 
 class GuardedTool(GuardParts, BaseTool):
-    """A ``BaseTool`` whose calls pass searchfuse's guard; made by :func:`guard_tool`.
+    """A `BaseTool` whose calls pass searchfuse's guard; made by `guard_tool`.
 
     It has the wrapped tool's name, description and argument schema (minus
     an injected key argument), so a model sees the same tool. Every entry
-    point (``invoke``, ``ainvoke``, ``batch``, ``abatch``, ``run``,
-    ``arun``) goes through :meth:`run` or :meth:`arun`, which guard the call
-    and then run the wrapped tool. A refusal is returned, never raised: an
-    error ``ToolMessage`` for a tool call, the refusal's message otherwise.
+    point (`invoke`, `ainvoke`, `batch`, `abatch`, `run`,
+    `arun`) goes through [`run`][searchfuse.integrations.langchain.GuardedTool.run] or
+    [`arun`][searchfuse.integrations.langchain.GuardedTool.arun], which guard the call and then run
+    the wrapped tool. A refusal is returned, never raised: an error `ToolMessage` for a tool call,
+    the refusal's message otherwise.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -83,7 +84,7 @@ class GuardedTool(GuardParts, BaseTool):
 
     @classmethod
     def over(cls, tool: BaseTool, rules: Guard, *, inject: str | None = None) -> GuardedTool:
-        """``tool`` guarded by ``rules`` (tools may share one :class:`~searchfuse.Guard`)."""
+        """`tool` guarded by `rules` (tools may share one [`Guard`][searchfuse.Guard])."""
         schema: ArgsSchema | None = tool.args_schema
         if schema is None:
             schema = tool.get_input_schema()
@@ -189,7 +190,8 @@ class GuardedTool(GuardParts, BaseTool):
         tool_call_id: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """The same as :meth:`run`, on the running event loop."""
+        """The same as [`run`][searchfuse.integrations.langchain.GuardedTool.run], on the running
+        event loop."""
 
         async def backend(key: str | None = None) -> Any:
             with collecting_refusals() as refusals:
@@ -226,39 +228,39 @@ def guard_tool(
 ) -> GuardedTool:
     """Wrap an existing LangChain tool so its calls pass searchfuse's guard.
 
-    ::
+    ```python
+    from searchfuse import turn
+    from searchfuse.integrations.langchain import guard_tool
 
-        from searchfuse import turn
-        from searchfuse.integrations.langchain import guard_tool
-
-        search = guard_tool(TavilySearch(max_results=3))
-        with turn():                                   # one assistant reply
-            search.invoke({"query": "python 3.13 release date"})   # searches
-            search.invoke({"query": "rust 2024 edition"})          # refused: the message
+    search = guard_tool(TavilySearch(max_results=3))
+    with turn():                                   # one assistant reply
+        search.invoke({"query": "python 3.13 release date"})   # searches
+        search.invoke({"query": "rust 2024 edition"})          # refused: the message
+    ```
 
     The result keeps the tool's name, description and argument schema.
-    Calls through ``invoke``, ``ainvoke``, ``batch``, ``abatch``, ``run``
-    and ``arun`` are all guarded, in the guard's order: cache, fuse, turn
-    budget, backend. A turn is the caller's :func:`~searchfuse.turn` scope,
-    or outside any, calls that overlap or follow within ``min_interval``
-    seconds (so one ``batch`` is one turn). A 429 trips the fuse whether the
+    Calls through `invoke`, `ainvoke`, `batch`, `abatch`, `run`
+    and `arun` are all guarded, in the guard's order: cache, fuse, turn
+    budget, backend. A turn is the caller's [`turn`][searchfuse.turn] scope,
+    or outside any, calls that overlap or follow within `min_interval`
+    seconds (so one `batch` is one turn). A 429 trips the fuse whether the
     tool raises it or reports it in its result. The cache key is the
     model-facing arguments only (never run managers, callbacks or configs).
 
     Args:
         tool: The tool to guard.
-        per_turn: Searches per turn (``None``: unlimited).
-        min_interval: Outside any ``turn()``, the burst window in seconds.
-        cache: ``True``, ``False``, ``"shared"`` (with a router) or a cache instance.
-        cache_key: ``(query, **arguments) -> key``.
+        per_turn: Searches per turn (`None`: unlimited).
+        min_interval: Outside any `turn()`, the burst window in seconds.
+        cache: `True`, `False`, `"shared"` (with a router) or a cache instance.
+        cache_key: `(query, **arguments) -> key`.
         cooldown: Seconds to refuse after a 429 without a usable Retry-After.
         router: Serve calls with this router instead of the tool's backend
-            (the tool's arguments are mapped onto ``router.search``).
-        inject: With ``router``: run the tool itself with the key the router
-            chose passed as this argument (``"api_key"``), once per key it
+            (the tool's arguments are mapped onto `router.search`).
+        inject: With `router`: run the tool itself with the key the router
+            chose passed as this argument (`"api_key"`), once per key it
             tries. The argument is hidden from the schema the model sees.
-        budget: A :class:`~searchfuse.guard.TurnBudget` to share.
-        fuse: A :class:`~searchfuse.guard.Fuse` to share.
+        budget: A [`TurnBudget`][searchfuse.TurnBudget] to share.
+        fuse: A [`Fuse`][searchfuse.Fuse] to share.
         clock: Zero-argument callable returning epoch seconds.
     """
     rules = make_guard(

@@ -1,15 +1,15 @@
-"""``SearchFuseMiddleware``: one model reply is one turn, for ``create_agent``.
+"""`SearchFuseMiddleware`: one model reply is one turn, for `create_agent`.
 
 How it sits with LangChain's own middleware, in either order:
 
-- The reply's search calls are decided in ``after_model``, but the refusals
-  are handed out when a call runs (``wrap_tool_call``), never as messages of
+- The reply's search calls are decided in `after_model`, but the refusals
+  are handed out when a call runs (`wrap_tool_call`), never as messages of
   their own: a call another middleware already answered
-  (``ToolCallLimitMiddleware``) never runs, so no call gets two answers.
-- The guard runs where the tool runs: ``wrap_tool_call`` swaps the request's
+  (`ToolCallLimitMiddleware`) never runs, so no call gets two answers.
+- The guard runs where the tool runs: `wrap_tool_call` swaps the request's
   tool for a guarded one, so middleware between this one and the tool
-  (``ToolRetryMiddleware``) calls the guarded tool. A 429 trips the fuse and
-  comes back as an error ``ToolMessage``, which is not an exception a retry
+  (`ToolRetryMiddleware`) calls the guarded tool. A 429 trips the fuse and
+  comes back as an error `ToolMessage`, which is not an exception a retry
   middleware retries, and a retry through the guard would be refused by the
   fuse before any request.
 """
@@ -48,9 +48,9 @@ __all__ = ["DEFAULT_SEARCH_TOOLS", "SearchFuseMiddleware", "ToolSelection"]
 
 logger = logging.getLogger("searchfuse.integrations.langchain")
 
-#: Tool names :class:`SearchFuseMiddleware` guards unless told otherwise:
-#: ``tavily_search``, ``web_search``, ``tavily_search_results_json``,
-#: ``my_web_search``... (not ``tavily_extract``: an extract is not a search).
+#: Tool names [`SearchFuseMiddleware`][searchfuse.integrations.langchain.SearchFuseMiddleware]
+#: guards unless told otherwise: `tavily_search`, `web_search`, `tavily_search_results_json`,
+#: `my_web_search`... (not `tavily_extract`: an extract is not a search).
 DEFAULT_SEARCH_TOOLS = re.compile(r"(?:^|_)(?:tavily|web)_?search(?:_|$)", re.IGNORECASE)
 
 #: Which tools a middleware guards: names, tools, or a predicate on the name.
@@ -96,51 +96,51 @@ def _owning_turn(request: ToolCallRequest) -> str | None:
 
 
 class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any]):
-    """Agent middleware for ``create_agent`` that keeps an agent within its search budget.
+    """Agent middleware for `create_agent` that keeps an agent within its search budget.
 
-    ::
+    ```python
+    from langchain.agents import create_agent
+    from searchfuse.integrations.langchain import SearchFuseMiddleware
 
-        from langchain.agents import create_agent
-        from searchfuse.integrations.langchain import SearchFuseMiddleware
-
-        agent = create_agent(model, tools=[tavily_search], middleware=[SearchFuseMiddleware()])
+    agent = create_agent(model, tools=[tavily_search], middleware=[SearchFuseMiddleware()])
+    ```
 
     Each model reply is one turn. After the model answers, the search calls
-    of its AI message are decided together: up to ``per_turn`` distinct
+    of its AI message are decided together: up to `per_turn` distinct
     uncached searches run (cache hits and repeats of an allowed query are
-    free); the others are answered with an error ``ToolMessage`` telling the
+    free); the others are answered with an error `ToolMessage` telling the
     model to use the result it gets or to combine queries, and never reach
     the tool. While a cooldown runs every uncached search of the reply is
     refused with the seconds left.
 
-    Each call that runs goes through a :class:`~searchfuse.Guard` at the
+    Each call that runs goes through a [`Guard`][searchfuse.Guard] at the
     tool: the cache, the fuse, the turn budget, then the backend, which is
-    ``router`` when one is given (the tool's arguments are mapped onto
-    ``router.search``) and otherwise the tool itself. A 429 trips the fuse,
+    `router` when one is given (the tool's arguments are mapped onto
+    `router.search`) and otherwise the tool itself. A 429 trips the fuse,
     whether the tool raised it or reported it in its result
-    (``langchain_tavily``'s ``{"error": ...}``); refusals come back as
-    ``ToolMessage(status="error")``, never as an exception into the
-    ``ToolNode``. Other exceptions from the tool propagate as they would
-    without the middleware. It combines with ``ToolRetryMiddleware``,
-    ``ToolCallLimitMiddleware`` and ``ModelRetryMiddleware`` in any order:
+    (`langchain_tavily`'s `{"error": ...}`); refusals come back as
+    `ToolMessage(status="error")`, never as an exception into the
+    `ToolNode`. Other exceptions from the tool propagate as they would
+    without the middleware. It combines with `ToolRetryMiddleware`,
+    `ToolCallLimitMiddleware` and `ModelRetryMiddleware` in any order:
     a 429 is never retried and no call gets two answers.
 
     Args:
         tools: Which tool calls are searches: tool names, tools, or a
-            predicate on the name. Default: names like ``tavily_search``
-            and ``web_search`` (:data:`DEFAULT_SEARCH_TOOLS`).
+            predicate on the name. Default: names like `tavily_search`
+            and `web_search` (`DEFAULT_SEARCH_TOOLS`).
         per_turn: Searches per model reply, across all guarded tools
-            (``None``: unlimited).
+            (`None`: unlimited).
         router: Serve every guarded call with this router instead of the
             tool's own backend (several keys, lazy usage sync).
-        cache: ``True`` (a 15-minute TTL cache of 256 entries), ``False``,
-            ``"shared"`` (with a router: the router's store) or a cache
+        cache: `True` (a 15-minute TTL cache of 256 entries), `False`,
+            `"shared"` (with a router: the router's store) or a cache
             instance; keyed by tool name and arguments.
-        cache_key: ``(query, **arguments) -> key`` (see
-            :func:`~searchfuse.guard.search_key`).
+        cache_key: `(query, **arguments) -> key` (see
+            [`search_key`][searchfuse.guard.search_key]).
         cooldown: Seconds to refuse after a 429 without a usable Retry-After.
-        budget: A :class:`~searchfuse.guard.TurnBudget` to share.
-        fuse: A :class:`~searchfuse.guard.Fuse` to share (for example with
+        budget: A [`TurnBudget`][searchfuse.TurnBudget] to share.
+        fuse: A [`Fuse`][searchfuse.Fuse] to share (for example with
             a guarded tool outside the agent).
         clock: Zero-argument callable returning epoch seconds.
     """
@@ -176,22 +176,23 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         self._refusals: OrderedDict[str, SearchRefused] = OrderedDict()
 
     def guards(self, tool_name: str) -> bool:
-        """Whether calls of the tool ``tool_name`` are guarded."""
+        """Whether calls of the tool `tool_name` are guarded."""
         return bool(self._guards(tool_name))
 
     def cooldown_left(self) -> float:
-        """Seconds until searches may reach the backend again (``0.0``: no cooldown)."""
+        """Seconds until searches may reach the backend again (`0.0`: no cooldown)."""
         return self._guard.fuse.remaining(self._guard.now())
 
     # -- one decision per model reply ---------------------------------------------------
 
     def decide(self, message: AIMessage, *, answered: Iterable[str] = ()) -> list[ToolMessage]:
-        """The refusals for the search calls of ``message``, one error message each.
+        """The refusals for the search calls of `message`, one error message each.
 
-        Calls in ``answered`` (already answered by another middleware) are
+        Calls in `answered` (already answered by another middleware) are
         left out. The refusals are remembered and handed out when each
-        refused call runs (:meth:`wrap_tool_call`); the calls not refused run
-        through the guard.
+        refused call runs
+        ([`wrap_tool_call`][searchfuse.integrations.langchain.SearchFuseMiddleware.wrap_tool_call]);
+        the calls not refused run through the guard.
         """
         skip = set(answered)
         calls = [
@@ -230,13 +231,15 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
     async def aafter_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """The same as :meth:`after_model` (it does no I/O)."""
+        """The same as
+        [`after_model`][searchfuse.integrations.langchain.SearchFuseMiddleware.after_model] (it does
+        no I/O)."""
         return self.after_model(state, runtime)
 
     # -- each call that runs -------------------------------------------------------------
 
     def _prepare(self, request: ToolCallRequest) -> ToolMessage | ToolCallRequest | None:
-        """The refusal decided for this call, the request with its tool guarded, or ``None``."""
+        """The refusal decided for this call, the request with its tool guarded, or `None`."""
         call = request.tool_call
         if not self.guards(call["name"]):
             return None
@@ -274,7 +277,9 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """The same as :meth:`wrap_tool_call`, on the running event loop."""
+        """The same as
+        [`wrap_tool_call`][searchfuse.integrations.langchain.SearchFuseMiddleware.wrap_tool_call],
+        on the running event loop."""
         prepared = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared

@@ -1,4 +1,4 @@
-"""``RoutedTavilySearch``: a ``TavilySearch`` served by a :class:`~searchfuse.Router`."""
+"""`RoutedTavilySearch`: a `TavilySearch` served by a [`Router`][searchfuse.Router]."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from searchfuse.integrations.langchain._reports import REFUSALS
 
 __all__ = ["TAVILY_SEARCH_DESCRIPTION", "RoutedTavilySearch", "TavilySearchInput"]
 
-#: The description :class:`RoutedTavilySearch` shows the model.
+#: The description [`RoutedTavilySearch`][searchfuse.integrations.langchain.RoutedTavilySearch]
+#: shows the model.
 TAVILY_SEARCH_DESCRIPTION = (
     "A web search engine for current, accurate and citable results. Useful when you "
     "need facts or news you do not already have. Returns JSON with the query, an "
@@ -23,7 +24,7 @@ TAVILY_SEARCH_DESCRIPTION = (
 
 
 class TavilySearchInput(BaseModel):
-    """The arguments of ``tavily_search``, as ``langchain_tavily.TavilySearch`` takes them."""
+    """The arguments of `tavily_search`, as `langchain_tavily.TavilySearch` takes them."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -73,30 +74,31 @@ def _router_from_env() -> Any:
 
 
 class RoutedTavilySearch(BaseTool):
-    """``tavily_search`` served by a :class:`~searchfuse.Router`: a drop-in for ``TavilySearch``.
+    """`tavily_search` served by a [`Router`][searchfuse.Router]: a drop-in for `TavilySearch`.
 
-    ::
+    ```python
+    from searchfuse import Router
+    from searchfuse.integrations.langchain import RoutedTavilySearch
 
-        from searchfuse import Router
-        from searchfuse.integrations.langchain import RoutedTavilySearch
+    search = RoutedTavilySearch(router=Router.from_config("config/keys.json"), max_results=3)
+    ```
 
-        search = RoutedTavilySearch(router=Router.from_config("config/keys.json"), max_results=3)
-
-    Same name (``tavily_search``) and arguments (:class:`TavilySearchInput`)
-    as ``langchain_tavily.TavilySearch``, and the same content: Tavily's JSON
-    as a dict. What searchfuse adds (which masked key served it, or that a
-    fallback did) is the tool message's ``artifact``, never model-visible
-    content. Instance settings (``max_results``, ``topic``,
-    ``include_answer``...) override the model's arguments, as in
-    ``TavilySearch``. Without ``router`` the keys come from the environment
-    (:meth:`Router.from_env <searchfuse.Router.from_env>`).
+    Same name (`tavily_search`) and arguments
+    ([`TavilySearchInput`][searchfuse.integrations.langchain.TavilySearchInput]) as
+    `langchain_tavily.TavilySearch`, and the same content: Tavily's JSON as a dict. What
+    searchfuse adds (which masked key served it, or that a fallback did) is the tool message's
+    `artifact`, never model-visible content. Instance settings (`max_results`, `topic`,
+    `include_answer`...) override the model's arguments, as in
+    `TavilySearch`. Without `router` the keys come from the environment
+    ([`Router.from_env`][searchfuse.Router.from_env]).
 
     The router picks the key with the most quota left and skips cooling,
     invalid and exhausted ones. A 429 stops the search (no other key is
     tried) and every search is refused until the cooldown ends; refusals
     and errors become an error tool message with a model-facing text, never
-    an exception. Combine it with :class:`SearchFuseMiddleware` (or
-    :func:`guard_tool`) for the per-reply limit and the cache.
+    an exception. Combine it with
+    [`SearchFuseMiddleware`][searchfuse.integrations.langchain.SearchFuseMiddleware] (or
+    `guard_tool`) for the per-reply limit and the cache.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -108,25 +110,25 @@ class RoutedTavilySearch(BaseTool):
     #: The content is Tavily's JSON, as TavilySearch's; searchfuse's metadata is the artifact.
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
 
-    #: The router that serves the searches (anything with ``search``/``asearch``).
+    #: The router that serves the searches (anything with `search`/`asearch`).
     router: Any = Field(default_factory=_router_from_env, exclude=True)
     #: Results per search (Tavily's default is 5).
     max_results: int | None = None
-    #: Overrides the model's ``topic``.
+    #: Overrides the model's `topic`.
     topic: Literal["general", "news", "finance"] | None = None
-    #: Overrides the model's ``search_depth``.
+    #: Overrides the model's `search_depth`.
     search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] | None = None
-    #: Overrides the model's ``include_domains``.
+    #: Overrides the model's `include_domains`.
     include_domains: list[str] | None = None
-    #: Overrides the model's ``exclude_domains``.
+    #: Overrides the model's `exclude_domains`.
     exclude_domains: list[str] | None = None
-    #: Overrides the model's ``include_images``.
+    #: Overrides the model's `include_images`.
     include_images: bool | None = None
-    #: Overrides the model's ``time_range``.
+    #: Overrides the model's `time_range`.
     time_range: Literal["day", "week", "month", "year"] | None = None
-    #: Ask Tavily for a short answer (``True``, ``"basic"``, ``"advanced"``).
+    #: Ask Tavily for a short answer (`True`, `"basic"`, `"advanced"`).
     include_answer: bool | Literal["basic", "advanced"] | None = None
-    #: Ask for each result's cleaned page content (``True``, ``"markdown"``, ``"text"``).
+    #: Ask for each result's cleaned page content (`True`, `"markdown"`, `"text"`).
     include_raw_content: bool | Literal["markdown", "text"] | None = None
     #: Describe each image.
     include_image_descriptions: bool | None = None
@@ -171,8 +173,8 @@ class RoutedTavilySearch(BaseTool):
     def _check(query: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Tavily's JSON for the model, as TavilySearch gives it; the rest for the artifact.
 
-        The router asks Tavily for ``usage`` (credits, to keep its figures
-        right) and adds a ``searchfuse`` entry; TavilySearch's content has
+        The router asks Tavily for `usage` (credits, to keep its figures
+        right) and adds a `searchfuse` entry; TavilySearch's content has
         neither, so both go to the artifact.
         """
         content = {k: v for k, v in result.items() if k not in _FOR_PEOPLE}
