@@ -10,9 +10,12 @@ uncached.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, MutableMapping
 from typing import Any
 
@@ -51,13 +54,38 @@ def stable_key(key: Hashable) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
+_WRITER: concurrent.futures.ThreadPoolExecutor | None = None
+_WRITER_LOCK = threading.Lock()
+
+
+def _writer() -> concurrent.futures.ThreadPoolExecutor:
+    """One background thread for cache writes made from an event loop."""
+    global _WRITER
+    with _WRITER_LOCK:
+        if _WRITER is None:
+            _WRITER = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="searchfuse-cache"
+            )
+        return _WRITER
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class SharedCache(MutableMapping[Hashable, Any]):
     """A TTL cache in a router's [`Store`][searchfuse.router.Store]; `maxsize` entries, `ttl`
     seconds.
 
     Iterating yields the stored (hashed) keys; `del` and `in` take either
     form. A store that cannot be reached reads as a miss and skips the write
-    (with a warning): a served result always reaches the caller.
+    (with a warning): a served result always reaches the caller. Reads never
+    wait for a writer (WAL, Redis); a write made on an event loop goes to a
+    background thread, so the loop never waits on another process's lock.
     """
 
     def __init__(
@@ -96,10 +124,19 @@ class SharedCache(MutableMapping[Hashable, Any]):
             # The guard serves a value it cannot cache uncached (cachetools does the same
             # for a value too large for the cache).
             raise ValueError(f"not JSON, cannot be shared: {exc}") from None
-        try:
-            self.store.cache_set(self._name(key), text, self.timer() + self.ttl, self.maxsize)
-        except StoreUnavailable as exc:
-            log.warning("shared cache unavailable, result not cached: %s", exc)
+        name, expires = self._name(key), self.timer() + self.ttl
+
+        def write() -> None:
+            try:
+                self.store.cache_set(name, text, expires, self.maxsize)
+            except StoreUnavailable as exc:
+                log.warning("shared cache unavailable, result not cached: %s", exc)
+
+        if _on_event_loop():
+            # A write may wait for another process's lock: never on the event loop.
+            _writer().submit(write)
+        else:
+            write()
 
     def __delitem__(self, key: Hashable) -> None:
         self.store.cache_delete(self._name(key))

@@ -137,3 +137,29 @@ def test_shared_without_a_router_is_a_clear_error() -> None:
         @guard(cache="shared")
         def web_search(query: str) -> str:
             return query
+
+
+async def test_a_cache_write_on_the_event_loop_never_waits_for_a_locked_database(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import sqlite3
+
+    clock = FakeClock()
+    path = tmp_path / "searchfuse.db"
+    cache = Router([KEY], state=SqliteStore(path), clock=clock).shared_cache(ttl=60, maxsize=8)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        started = time.monotonic()
+        cache[("q",)] = {"results": [1]}  # returns at once: the write waits elsewhere
+        assert time.monotonic() - started < 0.5
+        assert ("q",) not in cache  # not written yet: the lock is still held
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    for _ in range(200):  # the background write lands once the lock is free
+        if ("q",) in cache:
+            break
+        await asyncio.sleep(0.01)
+    assert cache[("q",)] == {"results": [1]}
