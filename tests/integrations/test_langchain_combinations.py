@@ -19,7 +19,8 @@ from langchain.agents.middleware import (
     ToolCallLimitMiddleware,
     ToolRetryMiddleware,
 )
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from searchfuse import RateLimited, TurnLimitReached
 from searchfuse.integrations.langchain import SearchFuseMiddleware
@@ -139,3 +140,34 @@ def test_every_call_of_a_parallel_burst_gets_one_answer(
     else:
         assert answers["r-2"].content == ONE_PER_REPLY
     assert messages[-1].content == "done"
+
+
+def test_the_reply_is_decided_when_another_middleware_answered_a_call_first(
+    fake_tavily: FakeTavily,
+) -> None:
+    # ToolCallLimitMiddleware listed after ours runs its after_model first and
+    # appends its answer to the reply's last call. The reply's other calls are
+    # still decided together, in the reply's order: which of them the tool node
+    # starts first (a thread race under invoke) cannot pick the search that runs.
+    ours = SearchFuseMiddleware(cooldown=45)
+    reply = searches("python", "rust", "go")
+    limited = ToolMessage("over the limit", tool_call_id="r-2", status="error")
+    state: Any = {"messages": [HumanMessage("go"), reply, limited]}
+    ours.after_model(state, runtime=None)  # type: ignore[arg-type]
+    tool = tavily_like(fake_tavily)
+    ran: list[str] = []
+
+    def run(request: ToolCallRequest) -> ToolMessage:
+        ran.append(request.tool_call["args"]["query"])
+        return ToolMessage("ok", tool_call_id=str(request.tool_call["id"]))
+
+    # The second call runs first: it is refused without reaching the tool.
+    second = ToolCallRequest(tool_call=reply.tool_calls[1], tool=tool, state=state, runtime=None)
+    first = ToolCallRequest(tool_call=reply.tool_calls[0], tool=tool, state=state, runtime=None)
+    refused = ours.wrap_tool_call(second, run)
+    answered = ours.wrap_tool_call(first, run)
+
+    assert isinstance(refused, ToolMessage)
+    assert (refused.status, refused.content) == ("error", ONE_PER_REPLY)
+    assert isinstance(answered, ToolMessage) and answered.content == "ok"
+    assert ran == ["python"]

@@ -85,6 +85,21 @@ def _messages(state: Any) -> list[Any]:
     return list(getattr(state, "messages", None) or ())
 
 
+def _latest_reply(messages: list[Any]) -> AIMessage | None:
+    """The model reply being decided: the last AI message, followed by tool answers only.
+
+    Middleware whose ``after_model`` ran before this one may have answered
+    some calls already (``ToolCallLimitMiddleware`` appends a ``ToolMessage``
+    per call over its limit); the reply is still the AI message before them.
+    """
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+        if not isinstance(message, ToolMessage):
+            return None
+    return None
+
+
 def _owning_turn(request: ToolCallRequest) -> str | None:
     call_id = request.tool_call.get("id")
     for message in reversed(_messages(request.state)):
@@ -221,11 +236,11 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Decide the model reply's search calls at once (handed out as each call runs)."""
         messages = _messages(state)
-        last = messages[-1] if messages else None
-        if not isinstance(last, AIMessage) or not last.tool_calls:
+        reply = _latest_reply(messages)
+        if reply is None or not reply.tool_calls:
             return None
         answered = (m.tool_call_id for m in messages if isinstance(m, ToolMessage))
-        self.decide(last, answered=answered)
+        self.decide(reply, answered=answered)
         return None
 
     async def aafter_model(
