@@ -325,7 +325,7 @@ def test_paced_waits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SEARCHFUSE_RPM", "1")
-    router = Router([TEST_KEYS[0]], transport=fake_tavily.transport(), max_wait=120)
+    router = Router([TEST_KEYS[0]], transport=fake_tavily.transport(), max_wait=120, deadline=180)
     router.search("first")
     router.search("second")  # waits for the key's rate, on the fake clock
 

@@ -200,11 +200,6 @@ class _Breaker:
             self.open_until = None
 
 
-def _left(deadline: float | None) -> float:
-    """Real seconds left until `deadline` (`inf` for none)."""
-    return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
-
-
 def _check_timeout(timeout: float | None) -> None:
     if timeout is not None and (
         isinstance(timeout, bool) or not math.isfinite(float(timeout)) or timeout <= 0
@@ -785,11 +780,12 @@ class Router:
                 # Every key that could serve is at its rate: wait for the first
                 # to have room, within max_wait; never send what would be a 429.
                 wait = max(0.0, min(paced.values()) - now)
-                if now + wait > wait_until or _past(deadline):
+                # A wait that would outlast max_wait or the call's deadline is
+                # refused now, not slept through and then refused.
+                if now + wait > wait_until or _past(deadline, wait):
                     raise Throttled(retry_after=wait)
-                # Never sleep past the call's deadline (the loop then refuses).
                 _telemetry.paced_wait(wait)
-                yield _Sleep(min(wait, _left(deadline)))
+                yield _Sleep(wait)
                 paced.clear()
                 continue
             if not synced and self._sync_due(entry, state, now) and self._reserve_usage_call(entry):

@@ -53,12 +53,24 @@ def test_a_full_window_refuses_without_sending(tmp_path: Path) -> None:
 
 
 def test_waits_within_max_wait_then_sends() -> None:
-    clock, fake, router = setup(2, max_wait=70.0)
+    clock, fake, router = setup(2, max_wait=70.0, deadline=90.0)
     start = clock()
     for _ in range(3):
         router.search("q")
     assert statuses(fake) == [200, 200, 200]
     assert clock() - start == pytest.approx(61.0)
+
+
+def test_a_wait_longer_than_the_deadline_is_refused_at_once() -> None:
+    clock, fake, router = setup(2, max_wait=120.0, deadline=30.0)
+    router.search("q")
+    router.search("q")
+    start = clock()
+    with pytest.raises(Throttled) as caught:
+        router.search("q")
+    assert statuses(fake) == [200, 200]  # nothing sent for the third
+    assert clock() == start  # no wait that the deadline would cut short
+    assert caught.value.retry_after == pytest.approx(61.0)
 
 
 def test_another_key_with_room_serves_first() -> None:
