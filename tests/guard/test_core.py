@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import searchfuse
 from searchfuse import CooldownActive, Guard, RateLimited, TurnLimitReached, turn
-from searchfuse.guard import Call, MappingLookup, guard, reset_all
+from searchfuse.guard import Call, MappingLookup, core, guard, reset_all
 from tests.guard.helpers import Backend, http_error
 
 
@@ -263,15 +264,32 @@ def _run_in_thread(target: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
-def _wait_for_waiters(rules: Guard, count: int) -> None:
-    # A waiting thread blocks inside the flight's future, which cannot be
-    # observed from outside: give it a moment to get there.
-    import time
+@pytest.fixture
+def wait_for_waiters(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Block (bounded) until ``count`` calls have joined the search in flight.
 
-    time.sleep(0.02)
+    A call that reaches ``_Flight.wait`` has joined the flight: however late the
+    machine schedules it, it gets the leader's outcome, not a search of its own.
+    """
+    joined = threading.Semaphore(0)
+    wait = core._Flight.wait
+
+    def joining(flight: core._Flight, timeout: float) -> tuple[str, Any] | None:
+        joined.release()
+        return wait(flight, timeout)
+
+    monkeypatch.setattr(core._Flight, "wait", joining)
+
+    def wait_for(count: int) -> None:
+        for _ in range(count):
+            assert joined.acquire(timeout=10), "no call joined the search in flight"
+
+    return wait_for
 
 
-def test_a_waiter_is_not_refused_for_the_leader_s_spent_turn(clock: Any) -> None:
+def test_a_waiter_is_not_refused_for_the_leader_s_spent_turn(
+    clock: Any, wait_for_waiters: Callable[[int], None]
+) -> None:
     gate = _SlowGate()
     rules = Guard(router=gate, per_turn=1, clock=clock)  # type: ignore[arg-type]
     with turn(id="spent"):
@@ -290,7 +308,7 @@ def test_a_waiter_is_not_refused_for_the_leader_s_spent_turn(clock: Any) -> None
     first, led = _run_in_thread(leader)
     assert gate.entered.wait(timeout=5)
     second, waited = _run_in_thread(waiter)
-    _wait_for_waiters(rules, 1)
+    wait_for_waiters(1)
     gate.open.set()
     first.join(5)
     second.join(5)
@@ -300,7 +318,7 @@ def test_a_waiter_is_not_refused_for_the_leader_s_spent_turn(clock: Any) -> None
 
 
 def test_waiters_of_a_search_stopped_by_a_429_get_the_cooldown_not_a_request(
-    backend: Backend, clock: Any
+    backend: Backend, clock: Any, wait_for_waiters: Callable[[int], None]
 ) -> None:
     rules = Guard(per_turn=None, clock=clock)
     backend.hold()
@@ -308,7 +326,7 @@ def test_waiters_of_a_search_stopped_by_a_429_get_the_cooldown_not_a_request(
     first, led = _run_in_thread(lambda: rules.run("q", lambda: backend.search("q")))
     assert backend.entered.wait(timeout=5)
     second, waited = _run_in_thread(lambda: rules.run("q", lambda: backend.search("q")))
-    _wait_for_waiters(rules, 1)
+    wait_for_waiters(1)
     backend.release()
     first.join(5)
     second.join(5)
@@ -318,14 +336,16 @@ def test_waiters_of_a_search_stopped_by_a_429_get_the_cooldown_not_a_request(
     assert backend.queries == ["q"]
 
 
-def test_a_backend_error_is_shared_with_the_waiters(backend: Backend, clock: Any) -> None:
+def test_a_backend_error_is_shared_with_the_waiters(
+    backend: Backend, clock: Any, wait_for_waiters: Callable[[int], None]
+) -> None:
     rules = Guard(per_turn=None, clock=clock)
     backend.hold()
     backend.fail_next(http_error(503))
     first, led = _run_in_thread(lambda: rules.run("q", lambda: backend.search("q")))
     assert backend.entered.wait(timeout=5)
     second, waited = _run_in_thread(lambda: rules.run("q", lambda: backend.search("q")))
-    _wait_for_waiters(rules, 1)
+    wait_for_waiters(1)
     backend.release()
     first.join(5)
     second.join(5)
@@ -362,7 +382,9 @@ async def test_a_cancelled_leader_gives_its_turn_back_to_the_waiters(
     assert calls == ["q", "q"]
 
 
-def test_an_interrupted_sync_leader_lets_the_waiter_search(backend: Backend, clock: Any) -> None:
+def test_an_interrupted_sync_leader_lets_the_waiter_search(
+    backend: Backend, clock: Any, wait_for_waiters: Callable[[int], None]
+) -> None:
     rules = Guard(per_turn=1, clock=clock)
     backend.hold()
     backend.fail_next(KeyboardInterrupt())
@@ -374,7 +396,7 @@ def test_an_interrupted_sync_leader_lets_the_waiter_search(backend: Backend, clo
     first, led = _run_in_thread(call)
     assert backend.entered.wait(timeout=5)
     second, waited = _run_in_thread(call)
-    _wait_for_waiters(rules, 1)
+    wait_for_waiters(1)
     backend.release()
     first.join(5)
     second.join(5)
