@@ -179,3 +179,29 @@ def test_a_new_month_resets_usage_and_keeps_a_running_cooldown_and_hold(opener: 
     assert state.keys["cool"].cooling(later - 1) and state.keys["cool"].searches == 0
     assert state.accounts == {}
     assert state.hold_left(later - 1) == pytest.approx(1.0)
+
+
+def test_handles_that_remember_what_they_read_still_see_every_write(opener: Opener) -> None:
+    # Stores keep what they last read to skip parsing it again; that must never
+    # hide another handle's write, nor let a caller's edit of a record reach the store.
+    first, second = opener(), opener()
+    for i in range(6):
+        writer = first if i % 2 == 0 else second
+        writer.update(NOW, lambda s: s.apply_success("fp1", "acc", "team", 2.0, NOW))
+        for reader in (first, second):
+            state = reader.read(NOW)
+            assert state.keys["fp1"].searches == i + 1
+            assert state.accounts["acc"].local_credits == 2.0 * (i + 1)
+            state.keys["fp1"].searches = 999  # a caller's copy, not the store's
+            state.accounts["acc"].local_credits = -1.0
+    token = first.changes(NOW, None).token
+    second.update(NOW, lambda s: setattr(s.key("fp1"), "cooldown_until", NOW + 30))
+    seen = first.changes(NOW, token)
+    assert seen.keys["fp1"].cooldown_until == NOW + 30
+    assert seen.keys["fp1"].searches == 6
+    assert (
+        first.update(
+            NOW, lambda s: acquire(s, "fp1", NOW, rpm=5, window=60.0, honour_hold=True)
+        ).verdict
+        == "blocked"
+    )

@@ -6,6 +6,7 @@ it suits a handful of keys and processes; the SQLite store is the default.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from searchfuse._files import atomic_write, clean_stale_temps
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._model import (
+    Ring,
     State,
     looks_like_state,
     month_of,
@@ -35,6 +37,42 @@ T = TypeVar("T")
 
 #: Default bound on waiting for another process's lock.
 LOCK_TIMEOUT = 5.0
+
+
+def _copy(state: State, rings: bool = True) -> State:
+    """A copy of `state` whose records a transaction may change freely."""
+    return State(
+        month=state.month,
+        keys={fp: copy.copy(ks) for fp, ks in state.keys.items()},
+        accounts={name: copy.copy(acc) for name, acc in state.accounts.items()},
+        hold_until=state.hold_until,
+        hold_key=state.hold_key,
+        rings=(
+            {name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()}
+            if rings
+            else {}
+        ),
+    )
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """`data` as text with one line per key, account, pacing log and cache entry.
+
+    As readable as an indented dump, but every line is written by the C
+    encoder (`indent=` makes `json` fall back to pure Python, which costs
+    milliseconds per search once pacing logs hold a few thousand times).
+    """
+    lines = []
+    for name, value in sorted(data.items()):
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(
+                f"  {json.dumps(str(k))}: {json.dumps(v, sort_keys=True)}"
+                for k, v in sorted(value.items())
+            )
+            lines.append(f" {json.dumps(name)}: {{\n{inner}\n }}")
+        else:
+            lines.append(f" {json.dumps(name)}: {json.dumps(value, sort_keys=True)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def not_state(path: Path, what: str) -> ConfigError:
@@ -66,6 +104,9 @@ class JsonFileStore:
         self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
         self._thread_lock = threading.RLock()
         self._cache_raw: dict[str, Any] = {}
+        #: The bytes last read or written and what they parse to: a search reads
+        #: the file three times, and parses it only when another process wrote.
+        self._parsed: tuple[bytes, State, dict[str, Any]] | None = None
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
@@ -75,9 +116,9 @@ class JsonFileStore:
     def __repr__(self) -> str:
         return f"JsonFileStore({self.path.name!r})"
 
-    def _raw(self) -> dict[str, Any] | None:
+    def _bytes(self) -> bytes | None:
         try:
-            raw = self.path.read_bytes()
+            return self.path.read_bytes()
         except FileNotFoundError:
             return None
         except IsADirectoryError:
@@ -86,6 +127,8 @@ class JsonFileStore:
             raise StoreUnavailable(
                 self.path.name, f"cannot be read ({exc.strerror})", "check its permissions"
             ) from None
+
+    def _decode(self, raw: bytes) -> dict[str, Any]:
         try:
             data = json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -94,28 +137,50 @@ class JsonFileStore:
             raise not_state(self.path, "it holds other JSON, perhaps a keys file")
         return data  # type: ignore[no-any-return]
 
-    def _load(self, now: float, check_only: bool = False) -> State:
-        data = self._raw()
-        if data is None:
-            return State(month=month_of(now))
-        state = state_from_json(data)
-        cache = data.get("cache")
-        self._cache_raw = cache if isinstance(cache, dict) else {}
+    def _raw(self) -> dict[str, Any] | None:
+        raw = self._bytes()
+        return None if raw is None else self._decode(raw)
+
+    def _parse(self, rings: bool = True) -> tuple[bytes, State] | None:
+        """The file's bytes and its state (a private copy), parsed only when they changed."""
+        raw = self._bytes()
+        if raw is None:
+            return None
+        parsed = self._parsed
+        if parsed is None or parsed[0] != raw:
+            data = self._decode(raw)
+            cache = data.get("cache")
+            parsed = (raw, state_from_json(data), cache if isinstance(cache, dict) else {})
+            self._parsed = parsed
+        self._cache_raw = parsed[2]
+        return raw, _copy(parsed[1], rings)
+
+    def _load(self, now: float, check_only: bool = False, rings: bool = True) -> State:
+        return self._load_raw(now, check_only, rings)[1]
+
+    def _load_raw(
+        self, now: float, check_only: bool = False, rings: bool = True
+    ) -> tuple[bytes | None, State]:
+        found = self._parse(rings)
+        if found is None:
+            return None, State(month=month_of(now))
+        raw, state = found
         month = None if check_only else rollover(state.month, now)
         if month is None:
-            return state
+            return raw, state
         # A new month resets usage; running cooldowns, the hold, pacing logs and
         # the shared cache live on.
-        return rolled(state, month, now)
+        return raw, rolled(state, month, now)
 
     def _save(self, state: State, cache: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = state_to_json(state)
         if cache:
             data["cache"] = cache
-        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        raw = _dumps(data).encode("utf-8")
         # State is a cache: atomic, but no fsync on every search.
-        atomic_write(self.path, text.encode("utf-8"), durable=False)
+        atomic_write(self.path, raw, durable=False)
+        self._parsed = (raw, _copy(state), cache)
 
     def _locked(self) -> Any:
         from filelock import Timeout
@@ -155,13 +220,10 @@ class JsonFileStore:
             return result
 
     def changes(self, now: float, since: Any) -> Changes:
-        try:
-            st = self.path.stat()
-            token: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except FileNotFoundError:
-            token = None
-        state = self.read(now)
-        if token is not None and token == since and since is not None:
+        # The token is the file's content: equal bytes, equal state (a timestamp
+        # or an inode can repeat; a few kilobytes compare in microseconds).
+        token, state = self._load_raw(now, rings=False)
+        if token is not None and token == since:
             return Changes(token, False, state.month, state.hold_until, state.hold_key)
         return Changes(
             token, True, state.month, state.hold_until, state.hold_key, state.keys, state.accounts

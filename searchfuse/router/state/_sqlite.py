@@ -12,6 +12,7 @@ validated on read: a bad one is reset with a warning, never a crash.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -42,6 +43,9 @@ from searchfuse.router.state._model import (
     rolled_key,
     rollover,
     state_from_json,
+)
+from searchfuse.router.state._model import (
+    _warn as _default_warn,
 )
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -84,6 +88,10 @@ CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
+_SELECT_RING_SLOT = (
+    "SELECT r.size, r.seq, s.t FROM rings r LEFT JOIN ring_slots s "
+    "ON s.name = r.name AND s.slot = r.seq % r.size WHERE r.name = ?"
+)
 
 
 def _upsert(table: str, pk: str, cols: tuple[str, ...]) -> str:
@@ -115,20 +123,16 @@ class _Tx(TxState):
         row = self._conn.execute(_SELECT_KEY, (fp,)).fetchone()
         if row is None:
             return None
-        return key_from_fields(
-            dict(zip(_KEY_COLS, row, strict=True)),
-            f"key {fp}",
-            self._store.warner(lambda: self.rewrite.add(f"k:{fp}")),
+        return self._store.key_record(
+            fp, row, self._store.warner(lambda: self.rewrite.add(f"k:{fp}"))
         )
 
     def load_account(self, name: str) -> AccountUsage | None:
         row = self._conn.execute(_SELECT_ACCOUNT, (name,)).fetchone()
         if row is None:
             return None
-        return account_from_fields(
-            dict(zip(_ACCOUNT_COLS, row, strict=True)),
-            f"account {name}",
-            self._store.warner(lambda: self.rewrite.add(f"a:{name}")),
+        return self._store.account_record(
+            name, row, self._store.warner(lambda: self.rewrite.add(f"a:{name}"))
         )
 
     def ring(self, name: str, size: int) -> Ring:
@@ -156,21 +160,23 @@ class _Tx(TxState):
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         conn = self._conn
-        row = conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
+        # The log's size and position, and the time in the slot the next event
+        # takes, in one query.
+        row = conn.execute(_SELECT_RING_SLOT, (name,)).fetchone()
         if row is None or row[0] != limit or not _positive_int(row[1], zero=True):
             if row is None:
                 conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
                 seq = 0
             else:
-                ring = self.ring(name, limit)
-                seq = ring.seq
+                seq = self.ring(name, limit).seq
+            found = conn.execute(
+                "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, seq % limit)
+            ).fetchone()
+            stored = found[0] if found else None
         else:
-            seq = int(row[1])
+            seq, stored = int(row[1]), row[2]
         slot = seq % limit
-        found = conn.execute(
-            "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, slot)
-        ).fetchone()
-        oldest = optional_number(found[0], f"pacing log {name}") if found else None
+        oldest = optional_number(stored, f"pacing log {name}")
         if oldest is not None and oldest + window > now:
             return oldest + window - now
         conn.execute(
@@ -189,6 +195,23 @@ def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
         if _positive_int(slot, zero=True) and slot < ring.size:
             ring.set(slot, optional_number(t, f"pacing log {name}"))
     return ring
+
+
+#: How many parsed rows a store keeps to skip validating them again.
+_MAX_RECORDS = 100_000
+
+
+def _collect(bad: list[str], warn: Callable[[str], None] | None) -> Callable[[str], None]:
+    """A warning callback that notes each warning in `bad`, then passes it on."""
+
+    def note(message: str) -> None:
+        bad.append(message)
+        if warn is not None:
+            warn(message)
+        else:
+            _default_warn(message)
+
+    return note
 
 
 def _positive_int(value: Any, zero: bool = False) -> bool:
@@ -212,6 +235,7 @@ class SqliteStore:
         self.path = Path(path)
         self.busy_timeout = float(busy_timeout)
         self._local = threading.local()
+        self._records: dict[tuple[str, str], tuple[tuple[Any, ...], Any]] = {}
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._check_path()
@@ -380,6 +404,49 @@ class SqliteStore:
 
     # -- rows --------------------------------------------------------------------------
 
+    def key_record(
+        self, fp: str, row: tuple[Any, ...], warn: Callable[[str], None] | None = None
+    ) -> KeyState:
+        """The record in a `keys` row (a copy the caller may change)."""
+        record: KeyState = self._record("k", fp, row, warn)
+        return record
+
+    def account_record(
+        self, name: str, row: tuple[Any, ...], warn: Callable[[str], None] | None = None
+    ) -> AccountUsage:
+        """The record in an `accounts` row (a copy the caller may change)."""
+        record: AccountUsage = self._record("a", name, row, warn)
+        return record
+
+    def _record(
+        self, kind: str, name: str, row: tuple[Any, ...], warn: Callable[[str], None] | None
+    ) -> Any:
+        # A row equal to one already read is not validated again: a search reads
+        # the same rows several times, and most of them did not change.
+        seen = self._records.get((kind, name))
+        if seen is not None and seen[0] == row:
+            return copy.copy(seen[1])
+        bad: list[str] = []
+        if kind == "k":
+            fields = dict(zip(_KEY_COLS, row, strict=True))
+            record: Any = key_from_fields(fields, f"key {name}", _collect(bad, warn))
+        else:
+            fields = dict(zip(_ACCOUNT_COLS, row, strict=True))
+            record = account_from_fields(fields, f"account {name}", _collect(bad, warn))
+        self._remember((kind, name), row, record, bad)
+        return record
+
+    def _remember(
+        self, name: tuple[str, str], row: tuple[Any, ...], record: Any, bad: list[str]
+    ) -> None:
+        # A row with a bad value is never remembered: every read warns and resets it
+        # until a write replaces it. Bounded: a store with more rows than this
+        # validates the rest on every read, as before.
+        if bad:
+            self._records.pop(name, None)
+        elif name in self._records or len(self._records) < _MAX_RECORDS:
+            self._records[name] = (tuple(row), copy.copy(record))
+
     def warner(self, on_bad: Callable[[], None]) -> Callable[[str], None]:
         def warn(message: str) -> None:
             on_bad()
@@ -396,6 +463,32 @@ class SqliteStore:
     def _write_account(conn: sqlite3.Connection, name: str, acc: AccountUsage, rev: int) -> None:
         values = account_to_fields(acc)
         conn.execute(_UPSERT_ACCOUNT, (name, *(values[c] for c in _ACCOUNT_COLS), rev))
+
+    def _write_changed(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        pk: str,
+        name: str,
+        before: dict[str, Any],
+        record: KeyState | AccountUsage,
+        rev: int,
+    ) -> None:
+        """Update only the columns of an existing row that changed (and its `rev`)."""
+        if isinstance(record, KeyState):
+            values, cols, kind = key_to_fields(record), _KEY_COLS, "k"
+        else:
+            values, cols, kind = account_to_fields(record), _ACCOUNT_COLS, "a"
+        changed = [
+            c for c in cols if values[c] != before[c] or type(values[c]) is not type(before[c])
+        ]
+        sets = ", ".join(f"{c} = ?" for c in (*changed, "rev"))
+        conn.execute(
+            f"UPDATE {table} SET {sets} WHERE {pk} = ?",
+            (*(values[c] for c in changed), rev, name),
+        )
+        # The row now holds exactly these values: the next read need not validate it.
+        self._remember((kind, name), tuple(values[c] for c in cols), record, [])
 
     def _meta(self, conn: sqlite3.Connection, now: float) -> tuple[Any, ...]:
         """`(month, hold_until, hold_key, seq, epoch)`; a new month resets key state."""
@@ -470,9 +563,19 @@ class SqliteStore:
             if keys or accounts or tx.hold_changed():
                 rev = meta[3] + 1
                 for fp, ks in keys.items():
-                    self._write_key(conn, fp, ks, rev)
+                    before = tx.seen_keys.get(fp)
+                    if before is None or f"k:{fp}" in tx.rewrite:
+                        self._write_key(conn, fp, ks, rev)
+                    else:
+                        self._write_changed(conn, "keys", "fp", fp, key_to_fields(before), ks, rev)
                 for name, acc in accounts.items():
-                    self._write_account(conn, name, acc, rev)
+                    before_acc = tx.seen_accounts.get(name)
+                    if before_acc is None or f"a:{name}" in tx.rewrite:
+                        self._write_account(conn, name, acc, rev)
+                    else:
+                        self._write_changed(
+                            conn, "accounts", "name", name, account_to_fields(before_acc), acc, rev
+                        )
                 conn.execute(
                     "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
                     (tx.hold_until, tx.hold_key, rev),
@@ -515,16 +618,14 @@ class SqliteStore:
                 return Changes(token, False, month, hold_until, hold_key)
             after = -1 if complete else since[1]
             keys = {
-                fp: key_from_fields(dict(zip(_KEY_COLS, rest, strict=True)), f"key {fp}")
-                for fp, *rest in conn.execute(
+                row[0]: self.key_record(row[0], row[1:])
+                for row in conn.execute(
                     f"SELECT fp, {', '.join(_KEY_COLS)} FROM keys WHERE rev > ?", (after,)
                 )
             }
             accounts = {
-                name: account_from_fields(
-                    dict(zip(_ACCOUNT_COLS, rest, strict=True)), f"account {name}"
-                )
-                for name, *rest in conn.execute(
+                row[0]: self.account_record(row[0], row[1:])
+                for row in conn.execute(
                     f"SELECT name, {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE rev > ?",
                     (after,),
                 )
