@@ -6,6 +6,7 @@ it suits a handful of keys and processes; the SQLite store is the default.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -37,6 +38,103 @@ T = TypeVar("T")
 
 #: Default bound on waiting for another process's lock.
 LOCK_TIMEOUT = 5.0
+
+
+class _FlockLock:
+    """`<file>.lock` held with `flock`, for the JSON store's transactions (POSIX).
+
+    The lock file stays open, so taking a free lock is one system call
+    (`filelock` opens and closes the file each time). A lock another process
+    holds is tried again after 0.5 ms, then 1, 2 and at most 5 ms between
+    tries (`filelock` waits 50 ms between tries, which made a 99th percentile
+    of ~300 ms with 8 processes), until `timeout`. The caller holds a thread
+    lock around it; `acquire` returns False on timeout.
+    """
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self._pid = 0
+        self._depth = 0
+
+    def _open(self) -> int:
+        if self._fd is not None and self._pid == os.getpid():
+            return self._fd
+        if self._fd is not None:
+            # Inherited through a fork: it shares the parent's lock, so this
+            # process needs its own open file.
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._pid = os.getpid()
+        self._depth = 0
+        return self._fd
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        fd = self._open()
+        if self._depth:
+            self._depth += 1
+            return True
+        deadline = time.monotonic() + self.timeout
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.005)
+                continue
+            self._depth = 1
+            return True
+
+    def release(self) -> None:
+        import fcntl
+
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None and self._pid == os.getpid() and not self._depth:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+class _FileLockLock:
+    """`filelock.FileLock` where `flock` does not exist (Windows)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        from filelock import FileLock  # not at import time: `import searchfuse` stays light
+
+        self._lock = FileLock(str(path), timeout=timeout)
+
+    def acquire(self) -> bool:
+        from filelock import Timeout
+
+        try:
+            self._lock.acquire()
+        except Timeout:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def _process_lock(path: Path, timeout: float) -> _FlockLock | _FileLockLock:
+    """The lock that makes a JSON store's read-modify-write one transaction across processes."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return _FileLockLock(path, timeout)
+    return _FlockLock(path, timeout)
 
 
 def _copy(state: State, rings: bool = True) -> State:
@@ -97,11 +195,9 @@ class JsonFileStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
-        from filelock import FileLock  # not at import time: `import searchfuse` stays light
-
         self.path = Path(path)
         self.lock_timeout = lock_timeout
-        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        self._lock: Any = _process_lock(Path(str(self.path) + ".lock"), lock_timeout)
         self._thread_lock = threading.RLock()
         self._cache_raw: dict[str, Any] = {}
         #: The bytes last read or written and what they parse to: a search reads
@@ -183,14 +279,19 @@ class JsonFileStore:
         self._parsed = (raw, _copy(state), cache)
 
     def _locked(self) -> Any:
-        from filelock import Timeout
-
         class _Guard:
             def __enter__(inner) -> None:
                 self._thread_lock.acquire()
                 try:
-                    self._lock.acquire()
-                except Timeout:
+                    taken = self._lock.acquire()
+                except OSError as exc:
+                    self._thread_lock.release()
+                    raise StoreUnavailable(
+                        self.path.name,
+                        f"its lock file cannot be opened ({exc.strerror})",
+                        "check the permissions of its folder",
+                    ) from None
+                if not taken:
                     self._thread_lock.release()
                     raise StoreUnavailable(
                         self.path.name,
@@ -279,4 +380,7 @@ class JsonFileStore:
         ]
 
     def close(self) -> None:
-        return None
+        with self._thread_lock:
+            close = getattr(self._lock, "close", None)
+            if close is not None:
+                close()
