@@ -119,6 +119,8 @@ class SearchSpan:
 
     def served(self, result: Mapping[str, Any]) -> None:
         """Record who served `result` (Tavily's JSON with searchfuse's `searchfuse` entry)."""
+        if self.span is None:
+            return  # telemetry is off: nobody reads the attributes
         meta = result.get("searchfuse")
         if isinstance(meta, Mapping):
             if isinstance(meta.get("served_by"), str):
@@ -131,8 +133,23 @@ class SearchSpan:
             self.attributes["searchfuse.credits"] = credits
 
 
-@contextmanager
-def search_span(operation: str = "search") -> Iterator[SearchSpan]:
+class _Unrecorded(contextlib.AbstractContextManager[SearchSpan]):
+    """The span of a search when telemetry is off: nothing to build or record."""
+
+    def __init__(self) -> None:
+        self.span = SearchSpan(None)
+
+    def __enter__(self) -> SearchSpan:
+        return self.span
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_UNRECORDED = _Unrecorded()
+
+
+def search_span(operation: str = "search") -> contextlib.AbstractContextManager[SearchSpan]:
     """One span (and one `searchfuse.searches` count) around one router search.
 
     The block calls `SearchSpan.served` with the result; a refusal or
@@ -140,8 +157,12 @@ def search_span(operation: str = "search") -> Iterator[SearchSpan]:
     """
     instruments = _get()
     if instruments is None:
-        yield SearchSpan(None)
-        return
+        return _UNRECORDED
+    return _recorded_span(instruments, operation)
+
+
+@contextmanager
+def _recorded_span(instruments: _Instruments, operation: str) -> Iterator[SearchSpan]:
     with instruments.tracer.start_as_current_span(
         f"searchfuse.{operation}", record_exception=False, set_status_on_exception=False
     ) as span:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from searchfuse.router.state._model import (
@@ -11,6 +11,7 @@ from searchfuse.router.state._model import (
     KeyState,
     Ring,
     State,
+    copied,
     month_of,
     rolled,
     rollover,
@@ -136,7 +137,7 @@ class TxState(State):
                 record = self.load_key(fp)
                 if record is not None:
                     self.keys[fp] = record
-            self.seen_keys[fp] = None if record is None else replace(record)
+            self.seen_keys[fp] = None if record is None else copied(record)
         return super().key(fp)
 
     def account(self, account_id: str) -> AccountUsage:
@@ -146,7 +147,7 @@ class TxState(State):
                 record = self.load_account(account_id)
                 if record is not None:
                     self.accounts[account_id] = record
-            self.seen_accounts[account_id] = None if record is None else replace(record)
+            self.seen_accounts[account_id] = None if record is None else copied(record)
         return super().account(account_id)
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:

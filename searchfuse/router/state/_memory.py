@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, TxState
-from searchfuse.router.state._model import State, month_of, rolled, rollover
+from searchfuse.router.state._model import State, copied, month_of, rolled, rollover
 
 __all__ = ["MemoryStore"]
 
@@ -49,8 +48,8 @@ class MemoryStore:
             state = self._current(now)
             return State(
                 month=state.month,
-                keys={fp: replace(ks) for fp, ks in state.keys.items()},
-                accounts={n: replace(a) for n, a in state.accounts.items()},
+                keys={fp: copied(ks) for fp, ks in state.keys.items()},
+                accounts={n: copied(a) for n, a in state.accounts.items()},
                 hold_until=state.hold_until,
                 hold_key=state.hold_key,
             )
@@ -81,9 +80,9 @@ class MemoryStore:
             for name, rev in self._revs.items():
                 if rev > after:
                     if name[0] == "k":
-                        keys[name[2:]] = replace(state.keys[name[2:]])
+                        keys[name[2:]] = copied(state.keys[name[2:]])
                     else:
-                        accounts[name[2:]] = replace(state.accounts[name[2:]])
+                        accounts[name[2:]] = copied(state.accounts[name[2:]])
             return Changes(
                 token, complete, state.month, state.hold_until, state.hold_key, keys, accounts
             )

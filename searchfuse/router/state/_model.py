@@ -35,6 +35,15 @@ log = logging.getLogger("searchfuse.state")
 
 STATE_VERSION = 2
 R = TypeVar("R")
+Rec = TypeVar("Rec", "KeyState", "AccountUsage")
+
+
+def copied(record: Rec) -> Rec:
+    """A shallow copy of a key or account record (`dataclasses.replace` without
+    changes, minus its field-by-field `__init__` call: a search makes several)."""
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    return new
 
 
 def month_of(epoch: float) -> str:
