@@ -63,6 +63,7 @@ from searchfuse.router.selection import (
 )
 from searchfuse.router.state import (
     AccountUsage,
+    Charge,
     Grant,
     KeyUsage,
     State,
@@ -159,6 +160,15 @@ _Step = _Usage | _Search | _Call | _Sleep | _Fallback
 
 
 @dataclass(frozen=True)
+class _Charged:
+    """A search counted when it was granted: its expected `credits`, and
+    whether the key already looked as a success leaves it (`clean`)."""
+
+    credits: float
+    clean: bool
+
+
+@dataclass(frozen=True)
 class _Returned:
     """What the caller's function returned in a `call` flow."""
 
@@ -220,6 +230,15 @@ class _Answer:
     status: int | None
     detail: str
     retry_after: float | None
+
+
+def _expected_credits(path: str, body: Mapping[str, Any]) -> float:
+    """What a request costs when Tavily does not say (or is not believed): a
+    search's price by depth, known in advance; the other endpoints' cost
+    depends on the pages, count one."""
+    if path != "/search":
+        return 1.0
+    return float(SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1))
 
 
 def _advance(flow: Generator[_Step, Any, Any], value: Any) -> tuple[bool, Any]:
@@ -570,14 +589,40 @@ class Router:
 
     # -- state changes ---------------------------------------------------------------
 
-    def _acquire(self, entry: KeyEntry) -> Grant:
-        """One transaction: the hold, the key's state, and a slot in its pacing log."""
+    def _acquire(self, entry: KeyEntry, credits: float | None = None) -> Grant:
+        """One transaction: the hold, the key's state, a slot in its pacing log and,
+        with `credits`, the search counted in advance (see `_settle`)."""
         now = self.now()
         fp = entry.fingerprint
         rpm = self._rpm[fp] if self.pace else None
         honour = self.on_429 != "failover"
+        charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
         return self.store.update(
-            now, lambda s: acquire(s, fp, now, rpm=rpm, window=PACE_WINDOW, honour_hold=honour)
+            now,
+            lambda s: acquire(
+                s, fp, now, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
+            ),
+        )
+
+    def _settle(self, entry: KeyEntry, charged: _Charged | None, credits: float) -> None:
+        """Record a served answer that cost `credits`.
+
+        A search is counted when it is granted (with its expected price), so
+        the usual success -- the price as expected, on a key whose last answer
+        was already a 200 -- needs no second transaction. Anything else is
+        corrected here; a search that was not served is refunded by `_react`.
+        """
+        if charged is None:
+            self._record_success(entry, credits)
+            return
+        if charged.clean and credits == charged.credits:
+            return
+        self._record_served(
+            self.now(),
+            entry,
+            lambda state: state.settle(
+                entry.fingerprint, entry.account_id, entry.account, charged.credits, credits
+            ),
         )
 
     def _sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
@@ -691,8 +736,25 @@ class Router:
                 )
                 return
 
-    def _react(self, entry: KeyEntry, answer: _Answer, *, park: bool = True) -> float:
-        """Apply the reaction table row for `answer` to `entry`; returns the cooldown set."""
+    def _record_refund(self, entry: KeyEntry, charged: _Charged) -> None:
+        """Take back what was counted for a search that was not served."""
+        self.store.update(
+            self.now(),
+            lambda state: state.refund(entry.fingerprint, entry.account_id, charged.credits),
+        )
+
+    def _react(
+        self,
+        entry: KeyEntry,
+        answer: _Answer,
+        *,
+        park: bool = True,
+        refund: _Charged | None = None,
+    ) -> float:
+        """Apply the reaction table row for `answer` to `entry`; returns the cooldown set.
+
+        `refund`: the search was counted when granted, and was not served.
+        """
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
         hold = reaction.holds_router and self.on_429 != "failover"
@@ -703,6 +765,8 @@ class Router:
         def change(state: State) -> None:
             # The park and the hold are one transaction: a process that sees the
             # key parked also sees the hold, and refuses without a request.
+            if refund is not None:
+                state.refund(entry.fingerprint, entry.account_id, refund.credits)
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
@@ -749,13 +813,17 @@ class Router:
     # -- the flows ---------------------------------------------------------------------
 
     def _key_flow(
-        self, make_step: Callable[[KeyEntry], _Search | _Call], deadline: float | None = None
-    ) -> Generator[_Step, Any, tuple[KeyEntry, Any]]:
+        self,
+        make_step: Callable[[KeyEntry], _Search | _Call],
+        deadline: float | None = None,
+        credits: float = 0.0,
+    ) -> Generator[_Step, Any, tuple[KeyEntry, Any, _Charged | None]]:
         """Pick a key, sync it if due, run one step on it, react, fail over as the table says.
 
-        Returns `(entry, outcome)`: the key that served and the successful
-        answer (a response, or a `_Returned`). Bounded: at most
-        `max_keys_per_call` keys, nothing after `deadline`, at most
+        Returns `(entry, outcome, charged)`: the key that served, the successful
+        answer (a response, or a `_Returned`), and what was counted when the
+        key was granted (`credits` expected; `None` without pacing). Bounded:
+        at most `max_keys_per_call` keys, nothing after `deadline`, at most
         `MAX_WAIT` seconds of retry waits.
         """
         tried: set[str] = set()
@@ -810,8 +878,9 @@ class Router:
                     continue
             if _past(deadline):
                 raise self._no_key(failures, failed, f"the deadline of {self.deadline:g} s passed")
+            charged: _Charged | None = None
             if self.pace:
-                grant = self._acquire(entry)
+                grant = self._acquire(entry, credits)
                 if grant.verdict == "held":
                     masked = self._masked(grant.hold_key)
                     raise CooldownActive(grant.wait, cause=f"rate limit (429 on {masked})")
@@ -823,17 +892,24 @@ class Router:
                     tried.add(entry.fingerprint)
                     failures[entry.masked] = str(grant.availability)
                     continue
+                charged = _Charged(credits, grant.clean)
             attempt = 0
             while True:
                 result = yield make_step(entry)
                 if isinstance(result, _Returned):
                     self._breaker.succeeded()
-                    return entry, result
-                answer = self._classify(result)
+                    return entry, result, charged
+                try:
+                    answer = self._classify(result)
+                except BaseException:
+                    if charged is not None:
+                        # The caller's own function failed: nothing was served.
+                        self._record_refund(entry, charged)
+                    raise
                 reaction = policy.REACTIONS[answer.outcome]
                 if answer.outcome is Outcome.OK:
                     self._breaker.succeeded()
-                    return entry, result
+                    return entry, result, charged
                 if (
                     reaction.failover is None
                     and self.on_429 == "retry"
@@ -846,15 +922,19 @@ class Router:
                         retry_wait = FIRST_RETRY_WAIT * 2**attempt
                     retry_wait = min(policy.clamp_wait(retry_wait), policy.MAX_WAIT - waited)
                     if retry_wait > 0 and not _past(deadline, retry_wait):
-                        self._react(entry, answer, park=False)
+                        self._react(entry, answer, park=False, refund=charged)
+                        charged = None
                         attempt += 1
                         waited += retry_wait
                         yield _Sleep(retry_wait)
-                        if self.pace and self._acquire(entry).verdict != "ok":
-                            break  # no room for the retry: stop as after the last retry
+                        if self.pace:
+                            grant = self._acquire(entry, credits)
+                            if grant.verdict != "ok":
+                                break  # no room for the retry: stop as after the last retry
+                            charged = _Charged(credits, grant.clean)
                         continue
                 break
-            cooldown = self._react(entry, answer)
+            cooldown = self._react(entry, answer, refund=charged)
             if reaction.trips_breaker and self._breaker.failed(self.now(), self.cooldown_seconds):
                 log.warning(
                     "Tavily failed %d times in a row; every request pauses for %s",
@@ -901,8 +981,8 @@ class Router:
         deadline: float | None = None,
     ) -> Generator[_Step, Any, dict[str, Any]]:
         try:
-            entry, response = yield from self._key_flow(
-                lambda e: _Search(e, body, path, timeout), deadline
+            entry, response, charged = yield from self._key_flow(
+                lambda e: _Search(e, body, path, timeout), deadline, _expected_credits(path, body)
             )
         except NoKeyAvailable as exc:
             verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
@@ -925,18 +1005,19 @@ class Router:
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            self._react(entry, _Answer(Outcome.UPSTREAM, 200, "answer was not a JSON object", None))
+            self._react(
+                entry,
+                _Answer(Outcome.UPSTREAM, 200, "answer was not a JSON object", None),
+                refund=charged,
+            )
             raise SearchFailed("Tavily answered 200 with a body that is not a JSON object")
         usage = data.get("usage")
         credits = figure(usage.get("credits")) if isinstance(usage, dict) else None
         if path == "/search" and credits is not None and credits > MAX_SEARCH_CREDITS:
             credits = None
         if credits is None:
-            # Missing or not believed: count a search's price by depth (known in
-            # advance); the other endpoints' cost depends on the pages, count one.
-            depth = str(body.get("search_depth", "basic"))
-            credits = float(SEARCH_CREDITS.get(depth, 1)) if path == "/search" else 1.0
-        self._record_success(entry, credits)
+            credits = _expected_credits(path, body)
+        self._settle(entry, charged, credits)
         data["searchfuse"] = {"served_by": "tavily", "key": entry.masked}
         return data
 
@@ -952,8 +1033,8 @@ class Router:
         return str(body["query"]), params
 
     def _call_flow(self, deadline: float | None = None) -> Generator[_Step, Any, Any]:
-        entry, returned = yield from self._key_flow(_Call, deadline)
-        self._record_success(entry, 0.0)
+        entry, returned, charged = yield from self._key_flow(_Call, deadline)
+        self._settle(entry, charged, 0.0)
         return returned.value
 
     @staticmethod

@@ -22,6 +22,7 @@ __all__ = [
     "STATE_VERSION",
     "AccountUsage",
     "Availability",
+    "Charge",
     "Grant",
     "KeyState",
     "KeyUsage",
@@ -205,6 +206,30 @@ class KeyState:
         self.last_used_at = now
         self.local_credits += credits
 
+    def charge(self, now: float, credits: float) -> bool:
+        """Count a search about to be sent, and its expected `credits`, in advance.
+
+        Returns True when the key is already as a success leaves it (last
+        answer 200, no error, no cooldown): then a success that costs what
+        was charged needs no second write.
+        """
+        self.searches += 1
+        self.last_used_at = now
+        self.local_credits += credits
+        return (
+            self.last_status == 200
+            and self.last_error is None
+            and self.cooldown_until is None
+            and self.cooldown_reason is None
+            and self.cooldown_started is None
+            and not self.exhausted
+        )
+
+    def refund(self, credits: float) -> None:
+        """Take back a `charge` whose search was not served."""
+        self.searches = max(0, self.searches - 1)
+        self.local_credits = max(0.0, self.local_credits - credits)
+
 
 class Ring:
     """The times of the last `size` events of one kind: a sliding-window log.
@@ -338,6 +363,37 @@ class State:
         ks.account = account
         ks.apply_success(now, credits)
         self.account(account_id).local_credits += credits
+
+    def charge(
+        self, fp: str, account_id: str, account: str | None, credits: float, now: float
+    ) -> bool:
+        """Count a search on `fp` before it is sent (see `KeyState.charge`)."""
+        ks = self.key(fp)
+        ks.account = account
+        self.account(account_id).local_credits += credits
+        return ks.charge(now, credits)
+
+    def refund(self, fp: str, account_id: str, credits: float) -> None:
+        """Take back a `charge` on `fp` whose search was not served."""
+        self.key(fp).refund(credits)
+        acc = self.account(account_id)
+        acc.local_credits = max(0.0, acc.local_credits - credits)
+
+    def settle(
+        self, fp: str, account_id: str, account: str | None, charged: float, credits: float
+    ) -> None:
+        """A charged search was served and cost `credits`: the success the charge
+        did not write (the key cleared, its last answer 200), and the difference."""
+        ks = self.key(fp)
+        ks.account = account
+        ks.clear()
+        ks.last_status = 200
+        ks.exhausted = False
+        delta = credits - charged
+        if delta:
+            ks.local_credits = max(0.0, ks.local_credits + delta)
+            acc = self.account(account_id)
+            acc.local_credits = max(0.0, acc.local_credits + delta)
 
     def apply_usage(
         self,
@@ -697,9 +753,24 @@ class Grant:
     wait: float = 0.0
     availability: Availability = Availability.AVAILABLE
     hold_key: str | None = None
+    #: With `"ok"` and a charge: the key already looked as a success leaves it.
+    clean: bool = False
 
 
 GRANTED = Grant("ok")
+#: A granted, charged search on a key that a success would not change.
+GRANTED_CLEAN = Grant("ok", clean=True)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A search counted when it is granted, so that a served search needs
+    no second transaction: `credits` on key `fp` of account `account_id`."""
+
+    fp: str
+    account_id: str
+    account: str | None
+    credits: float
 
 
 def acquire(
@@ -710,11 +781,14 @@ def acquire(
     rpm: int | None,
     window: float,
     honour_hold: bool,
+    charge: Charge | None = None,
 ) -> Grant:
     """Check the hold and the key, then count the search in the key's pacing log.
 
     Runs inside one transaction, so the hold another process wrote with its
     park, and the pacing every process shares, are seen before anything is sent.
+    With `charge`, a granted search is also counted (and its expected credits):
+    the router refunds it if the search is not served.
     """
     if honour_hold:
         left = state.hold_left(now)
@@ -729,4 +803,7 @@ def acquire(
         wait = state.take(f"search:{fp}", rpm, window, now)
         if wait > 0:
             return Grant("paced", wait)
+    if charge is not None:
+        clean = state.charge(charge.fp, charge.account_id, charge.account, charge.credits, now)
+        return GRANTED_CLEAN if clean else GRANTED
     return GRANTED

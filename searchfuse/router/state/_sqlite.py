@@ -34,6 +34,7 @@ from searchfuse.router.state._model import (
     State,
     account_from_fields,
     account_to_fields,
+    copied,
     key_from_fields,
     key_to_fields,
     looks_like_state,
@@ -110,16 +111,30 @@ _UPSERT_ACCOUNT = _upsert("accounts", "name", _ACCOUNT_COLS)
 
 
 class _Tx(TxState):
-    """A transaction's state: rows are loaded when first named."""
+    """A transaction's state: rows are loaded when first named.
 
-    def __init__(self, store: SqliteStore, conn: sqlite3.Connection, meta: tuple[Any, ...]):
+    `current` holds records known to equal their rows (nothing was committed
+    since this process last read or wrote them): those are not read again.
+    """
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        conn: sqlite3.Connection,
+        meta: tuple[Any, ...],
+        current: dict[tuple[str, str], Any],
+    ):
         month, hold_until, hold_key = meta[0], meta[1], meta[2]
         super().__init__(month, hold_until, hold_key)
         self._store = store
         self._conn = conn
+        self._current = current
         self.rewrite: set[str] = set()
 
     def load_key(self, fp: str) -> KeyState | None:
+        known = self._current.get(("k", fp))
+        if known is not None:
+            return copied(known)  # type: ignore[no-any-return]
         row = self._conn.execute(_SELECT_KEY, (fp,)).fetchone()
         if row is None:
             return None
@@ -128,6 +143,9 @@ class _Tx(TxState):
         )
 
     def load_account(self, name: str) -> AccountUsage | None:
+        known = self._current.get(("a", name))
+        if known is not None:
+            return copied(known)  # type: ignore[no-any-return]
         row = self._conn.execute(_SELECT_ACCOUNT, (name,)).fetchone()
         if row is None:
             return None
@@ -199,6 +217,70 @@ def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
 
 #: How many parsed rows a store keeps to skip validating them again.
 _MAX_RECORDS = 100_000
+#: Every this many commits of one store, a thread of its own checkpoints the WAL
+#: (copies it into the database), so no search waits for that copy and its fsyncs.
+CHECKPOINT_EVERY = 64
+#: SQLite's own checkpoint on commit, in pages: only a safety net for when the
+#: background one falls behind (its default, 1000 pages, runs every ~150 searches
+#: and costs a search tens of milliseconds on a slow disk).
+_AUTOCHECKPOINT_PAGES = 10_000
+#: Own commits remembered to answer `changes` without reading rows.
+_MAX_LOG = 64
+
+
+class _Checkpointer:
+    """A daemon thread that checkpoints the WAL when asked (`PRAGMA
+    wal_checkpoint(PASSIVE)`: it never waits for readers or writers).
+
+    Started on first use, one per store and process; `close` stops it.
+    """
+
+    def __init__(self, path: Path, busy_timeout: float) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.done = 0
+        self._wake = threading.Event()
+        self._closing = False
+        self._pid = os.getpid()
+        self._thread = threading.Thread(
+            target=self._run, name=f"searchfuse-checkpoint-{path.name}", daemon=True
+        )
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._pid == os.getpid() and self._thread.is_alive()
+
+    def request(self) -> None:
+        self._wake.set()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closing = True
+        self._wake.set()
+        if self.alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._closing:
+                    return
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(
+                            self.path, timeout=self.busy_timeout, isolation_level=None
+                        )
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.done += 1
+                except sqlite3.Error as exc:
+                    # The next commit's checkpoint, or SQLite's own, will do it.
+                    log.debug("checkpoint of %s failed: %s", self.path.name, exc)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
 
 
 def _collect(bad: list[str], warn: Callable[[str], None] | None) -> Callable[[str], None]:
@@ -238,6 +320,18 @@ class SqliteStore:
         self._records: dict[tuple[str, str], tuple[tuple[Any, ...], Any]] = {}
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._commits = 0
+        self._checkpointer: _Checkpointer | None = None
+        # What this process knows to be in the database: as of token `_known`
+        # (epoch, seq), the records in `_current` equal their rows, and `_log`
+        # holds what each commit after `_log_base` changed (this process's own
+        # commits, one after another). A transaction that finds another token
+        # forgets it all. It saves a search rereading the rows it just wrote.
+        self._sync_lock = threading.Lock()
+        self._known: tuple[Any, Any] | None = None
+        self._current: dict[tuple[str, str], Any] = {}
+        self._log: list[tuple[int, dict[str, KeyState], dict[str, AccountUsage]]] = []
+        self._log_base: tuple[Any, Any] | None = None
         self._check_path()
         self._created = self._create_file()
         conn = self._conn()
@@ -295,6 +389,7 @@ class SqliteStore:
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
         local.conn, local.pid = conn, os.getpid()
@@ -335,6 +430,16 @@ class SqliteStore:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise self._error(exc) from None
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0:
+            self._checkpoint_soon()
+
+    def _checkpoint_soon(self) -> None:
+        with self._all_lock:
+            checkpointer = self._checkpointer
+            if checkpointer is None or not checkpointer.alive():
+                checkpointer = self._checkpointer = _Checkpointer(self.path, self.busy_timeout)
+        checkpointer.request()
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         tables = {
@@ -551,7 +656,14 @@ class SqliteStore:
     def update(self, now: float, change: Callable[[State], T]) -> T:
         with self._transaction() as conn:
             meta = self._meta(conn, now)
-            tx = _Tx(self, conn, meta)
+            start = (meta[4], meta[3])
+            with self._sync_lock:
+                if self._known != start:
+                    self._known, self._log_base = start, start
+                    self._current, self._log = {}, []
+                current = self._current
+            tx = _Tx(self, conn, meta, current)
+            rev = None
             result = change(tx)
             keys = tx.changed_keys()
             accounts = tx.changed_accounts()
@@ -580,7 +692,50 @@ class SqliteStore:
                     "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
                     (tx.hold_until, tx.hold_key, rev),
                 )
-            return result
+        # Committed: remember what the database now holds.
+        with self._sync_lock:
+            if self._known == start:
+                for fp, seen in tx.seen_keys.items():
+                    if seen is not None and fp in tx.keys:
+                        current[("k", fp)] = tx.keys[fp]
+                for name, seen_acc in tx.seen_accounts.items():
+                    if seen_acc is not None and name in tx.accounts:
+                        current[("a", name)] = tx.accounts[name]
+                if rev is not None:
+                    for fp, ks in keys.items():
+                        current[("k", fp)] = ks
+                    for name, acc in accounts.items():
+                        current[("a", name)] = acc
+                    self._log.append((rev, keys, accounts))
+                    if len(self._log) > _MAX_LOG:
+                        dropped = self._log.pop(0)
+                        self._log_base = (start[0], dropped[0])
+                    self._known = (start[0], rev)
+        return result
+
+    def _own_changes(
+        self, token: tuple[Any, Any], since: Any
+    ) -> tuple[dict[str, KeyState], dict[str, AccountUsage]] | None:
+        """The changes after `since` if they are all this process's own commits."""
+        with self._sync_lock:
+            base = self._log_base
+            if (
+                self._known != token
+                or base is None
+                or not isinstance(since, tuple)
+                or since[0] != token[0]
+                or base[0] != token[0]
+                or not isinstance(since[1], int)
+                or since[1] < base[1]
+            ):
+                return None
+            keys: dict[str, KeyState] = {}
+            accounts: dict[str, AccountUsage] = {}
+            for rev, k, a in self._log:
+                if rev > since[1]:
+                    keys.update(k)
+                    accounts.update(a)
+            return keys, accounts
 
     def read(self, now: float) -> State:
         changes = self.changes(now, None)
@@ -616,6 +771,9 @@ class SqliteStore:
             complete = not (isinstance(since, tuple) and since[0] == row[4])
             if not complete and since[1] == row[3]:
                 return Changes(token, False, month, hold_until, hold_key)
+            own = None if complete else self._own_changes(token, since)
+            if own is not None:
+                return Changes(token, False, month, hold_until, hold_key, own[0], own[1])
             after = -1 if complete else since[1]
             keys = {
                 row[0]: self.key_record(row[0], row[1:])
@@ -686,6 +844,9 @@ class SqliteStore:
     def close(self) -> None:
         with self._all_lock:
             conns, self._all = self._all, []
+            checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            checkpointer.close()
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
