@@ -55,6 +55,7 @@ class _Instruments:
 
         from searchfuse import __version__
 
+        self._trace, self._metrics = trace, metrics
         self.tracer: Tracer = trace.get_tracer(SCOPE, __version__)
         meter = metrics.get_meter(SCOPE, __version__)
         self.searches: Counter = meter.create_counter(
@@ -75,7 +76,22 @@ class _Instruments:
             "searchfuse.cache_hits", unit="{hit}", description="Searches answered from the cache"
         )
 
+    def idle(self) -> bool:
+        """True while no SDK is configured: a span and a count would go nowhere.
 
+        Checked on every search (two lookups), so an SDK set up later is used
+        from its first search on.
+        """
+        return (
+            type(self._trace.get_tracer_provider()).__name__ in _IDLE_PROVIDERS
+            and type(self._metrics.get_meter_provider()).__name__ in _IDLE_PROVIDERS
+        )
+
+
+#: The API's own providers: what it hands out until an application sets an SDK's.
+_IDLE_PROVIDERS = frozenset(
+    {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
+)
 _lock = threading.Lock()
 # None: not looked for yet; False: opentelemetry-api is not installed.
 _instruments: _Instruments | bool | None = None
@@ -156,7 +172,7 @@ def search_span(operation: str = "search") -> contextlib.AbstractContextManager[
     failure raised from the block is recorded as the outcome and re-raised.
     """
     instruments = _get()
-    if instruments is None:
+    if instruments is None or instruments.idle():
         return _UNRECORDED
     return _recorded_span(instruments, operation)
 

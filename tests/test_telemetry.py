@@ -355,3 +355,34 @@ def test_the_console_example_prints_spans_with_masked_keys() -> None:
     assert '"searchfuse.refusal.reason": "cooldown"' in proc.stdout
     assert "searchfuse.rate_limited" in proc.stdout  # the counters, at exit
     assert not any(key in proc.stdout + proc.stderr for key in TEST_KEYS)
+
+
+def test_with_the_api_but_no_sdk_a_search_builds_no_span_until_an_sdk_is_set() -> None:
+    # The API alone hands out no-op providers: a search then skips the span
+    # machinery, and an SDK configured later records from its first search on.
+    out = _python(
+        textwrap.dedent(
+            """
+            from opentelemetry import trace
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
+            from searchfuse import Router
+            from searchfuse.testing import FakeTavily
+
+            fake = FakeTavily()
+            fake.add_key("tvly-dev-test0001")
+            router = Router(["tvly-dev-test0001"], transport=fake.transport())
+            router.search("before the sdk")
+            spans = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(spans))
+            trace.set_tracer_provider(provider)
+            router.search("after the sdk")
+            print([s.name for s in spans.get_finished_spans()], len(fake.searches))
+            """
+        )
+    )
+    assert out == "['searchfuse.search'] 2"

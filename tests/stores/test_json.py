@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -63,3 +64,23 @@ def test_a_forked_child_takes_its_own_lock(tmp_path: Path) -> None:
         child.join(timeout=60)
         assert child.exitcode == 0
     assert JsonFileStore(path).read(NOW).keys["fp1"].searches == 1 + 30 + 3 * 30
+
+
+def test_pacing_logs_are_packed_and_the_older_list_form_still_reads(tmp_path: Path) -> None:
+    from searchfuse.router.state import JsonFileStore, State
+    from searchfuse.router.state._model import state_from_json, state_to_json
+
+    state = State(month="2026-12")
+    for i in range(1000):
+        state.take("search:fp1", 5000, 61.0, 1_780_000_000.0 + i * 0.003)
+    data = state_to_json(state)
+    assert isinstance(data["rings"]["search:fp1"]["times"], str)
+    back = state_from_json(json.loads(json.dumps(data)))
+    assert back.rings["search:fp1"].slots == state.rings["search:fp1"].slots
+    assert back.rings["search:fp1"].seq == 1000
+    older = {**data, "rings": {"search:fp1": {"size": 3, "seq": 1, "slots": [1.5]}}}
+    assert state_from_json(older).rings["search:fp1"].slots == [1.5]
+    path = tmp_path / "quota.json"
+    bad = {**data, "rings": {"search:fp1": {"size": 3, "seq": 1, "times": "not base64!"}}}
+    path.write_text(json.dumps(bad))
+    assert JsonFileStore(path).read(1_780_000_000.0).rings == {}

@@ -6,7 +6,9 @@ import json
 import logging
 import sqlite3
 import stat
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +155,51 @@ def test_quota_json_beside_a_new_database_is_imported_once_and_never_written(
     again = Router.from_config(config, clock=clock)
     assert {s.key: s.searches for s in again.status()}[router.keys[0].masked] == 1
     assert legacy.read_bytes() == before
+
+
+def test_two_stores_on_one_file_see_each_others_writes_between_their_own(
+    tmp_path: Path,
+) -> None:
+    # A store skips rereading the rows it wrote itself; a write by another
+    # store (another process) in between must still be seen, by both paths.
+    a, b = SqliteStore(tmp_path / "s.db"), SqliteStore(tmp_path / "s.db")
+
+    def bump(s: Any) -> int:
+        ks = s.key("fp1")
+        ks.searches += 1
+        return int(ks.searches)
+
+    seen = []
+    token_a = token_b = None
+    for i in range(30):
+        store = a if i % 3 else b
+        seen.append(store.update(NOW, bump))
+        changes = a.changes(NOW, token_a)
+        token_a = changes.token
+        if "fp1" in changes.keys:
+            assert changes.keys["fp1"].searches == seen[-1]
+        token_b = b.changes(NOW, token_b).token
+    assert seen == list(range(1, 31))
+    assert a.read(NOW).keys["fp1"].searches == b.read(NOW).keys["fp1"].searches == 30
+
+
+def test_the_wal_is_checkpointed_off_the_search_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from searchfuse.router.state import _sqlite
+
+    monkeypatch.setattr(_sqlite, "CHECKPOINT_EVERY", 4)
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    for _ in range(20):
+        store.update(NOW, lambda s: setattr(s.key("fp1"), "searches", s.key("fp1").searches + 1))
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    deadline = time.monotonic() + 10
+    while checkpointer.done < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)  # the thread runs as soon as the GIL lets it
+    assert checkpointer.done >= 1
+    store.close()  # stops the thread
+    assert not checkpointer.alive()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT searches FROM keys").fetchone() == (20,)

@@ -12,7 +12,6 @@ validated on read: a bad one is reset with a warning, never a crash.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import os
@@ -530,7 +529,7 @@ class SqliteStore:
         # the same rows several times, and most of them did not change.
         seen = self._records.get((kind, name))
         if seen is not None and seen[0] == row:
-            return copy.copy(seen[1])
+            return copied(seen[1])
         bad: list[str] = []
         if kind == "k":
             fields = dict(zip(_KEY_COLS, row, strict=True))
@@ -550,7 +549,7 @@ class SqliteStore:
         if bad:
             self._records.pop(name, None)
         elif name in self._records or len(self._records) < _MAX_RECORDS:
-            self._records[name] = (tuple(row), copy.copy(record))
+            self._records[name] = (tuple(row), copied(record))
 
     def warner(self, on_bad: Callable[[], None]) -> Callable[[str], None]:
         def warn(message: str) -> None:
@@ -731,10 +730,14 @@ class SqliteStore:
                 return None
             keys: dict[str, KeyState] = {}
             accounts: dict[str, AccountUsage] = {}
-            for rev, k, a in self._log:
-                if rev > since[1]:
-                    keys.update(k)
-                    accounts.update(a)
+            # Newest first: a record changed twice keeps its newest version.
+            for rev, k, a in reversed(self._log):
+                if rev <= since[1]:
+                    break
+                for fp, ks in k.items():
+                    keys.setdefault(fp, ks)
+                for name, acc in a.items():
+                    accounts.setdefault(name, acc)
             return keys, accounts
 
     def read(self, now: float) -> State:
@@ -790,6 +793,14 @@ class SqliteStore:
             }
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        with self._sync_lock:
+            # Rows read here may differ from what this process remembers (a row
+            # edited by hand, a bad value reset on read): the next transaction
+            # reads them again.
+            for fp in keys:
+                self._current.pop(("k", fp), None)
+            for name in accounts:
+                self._current.pop(("a", name), None)
         return Changes(token, complete, month, hold_until, hold_key, keys, accounts)
 
     def clear(self, now: float) -> None:

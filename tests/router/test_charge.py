@@ -1,0 +1,195 @@
+"""A search is counted when its key is granted: one store transaction per served
+search, a refund when it is not served, a correction when Tavily's price differs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from searchfuse import RateLimited, Router, SearchFailed, SearchRefused
+from searchfuse.router.state import JsonFileStore, MemoryStore, SqliteStore, State, Store
+from searchfuse.testing import FakeClock, FakeTavily
+
+K1, K2 = "tvly-dev-test0001", "tvly-dev-test0002"
+T = TypeVar("T")
+
+
+class Counting:
+    """A store that counts its transactions."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.updates = 0
+
+    def update(self, now: float, change: Callable[[State], T]) -> T:
+        self.updates += 1
+        return self.inner.update(now, change)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def make_store(kind: str, tmp_path: Path) -> Store:
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "s.db")
+    return JsonFileStore(tmp_path / "quota.json")
+
+
+STORES = ["memory", "sqlite", "json"]
+
+
+def setup(kind: str, tmp_path: Path, **options: Any) -> tuple[FakeTavily, Counting, Router]:
+    clock = FakeClock()
+    fake = FakeTavily((K1, K2), clock=clock)
+    store = Counting(make_store(kind, tmp_path))
+    router = Router(
+        [K1, K2],
+        state=store,  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+        **options,
+    )
+    router.search("first: syncs /usage")
+    return fake, store, router
+
+
+def counted(router: Router) -> tuple[int, float]:
+    state = router.store.read(router.now())
+    return (
+        sum(ks.searches for ks in state.keys.values()),
+        sum(ks.local_credits for ks in state.keys.values()),
+    )
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_served_search_is_one_store_transaction(kind: str, tmp_path: Path) -> None:
+    fake, store, router = setup(kind, tmp_path)
+    before = counted(router)
+    store.updates = 0
+    for i in range(5):
+        router.search(f"query {i}")
+    assert store.updates == 5
+    assert len(fake.searches) == 6
+    assert counted(router) == (before[0] + 5, before[1] + 5)
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("fault", [500, 503, 400, "timeout", "connect"])
+def test_a_search_that_was_not_served_is_refunded(
+    kind: str, fault: int | str, tmp_path: Path
+) -> None:
+    fake, _, router = setup(kind, tmp_path, on_429="stop", max_keys_per_call=1)
+    before = counted(router)
+    fake.fail_next(fault)  # type: ignore[arg-type]
+    with pytest.raises((SearchFailed, SearchRefused)):
+        router.search("fails")
+    assert counted(router) == before
+    router._clock.advance(3600)  # type: ignore[union-attr]  # past the cooldown
+    router.search("served")
+    assert counted(router) == (before[0] + 1, before[1] + 1)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_429_refunds_and_the_retries_are_counted_once(kind: str, tmp_path: Path) -> None:
+    fake, _, router = setup(kind, tmp_path, on_429="retry")
+    before = counted(router)
+    fake.fail_next(429, times=2, retry_after=1)
+    router.search("served on the third try")
+    assert counted(router) == (before[0] + 1, before[1] + 1)
+    fake.fail_next(429, times=None, retry_after=1)
+    with pytest.raises(RateLimited):
+        router.search("never served")
+    assert counted(router) == (before[0] + 1, before[1] + 1)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_price_tavily_reports_replaces_the_expected_one(kind: str, tmp_path: Path) -> None:
+    fake, store, router = setup(kind, tmp_path)
+    before = counted(router)
+    router.search("deep", search_depth="advanced")  # expected and charged: 2
+    assert counted(router) == (before[0] + 1, before[1] + 2)
+    store.updates = 0
+    router.request("/extract", {"urls": ["https://example.com/a"]})  # expected 1, Tavily says more
+    extract_price = fake.requests_for(K1, "/extract") or fake.requests_for(K2, "/extract")
+    assert extract_price
+    after = counted(router)
+    assert after[0] == before[0] + 2
+    reported = after[1] - (before[1] + 2)
+    assert reported > 0
+    # The price differed from the expected one only if Tavily reported another figure.
+    assert store.updates == (1 if reported == 1 else 2)
+
+
+def test_a_caller_function_that_raises_is_refunded(tmp_path: Path) -> None:
+    _, _, router = setup("sqlite", tmp_path)
+    before = counted(router)
+
+    def broken(key: str) -> None:
+        raise KeyError("the caller's own bug")
+
+    with pytest.raises(KeyError):
+        router.call(broken)
+    assert counted(router) == before
+    assert router.call(lambda key: "ok") == "ok"
+    assert counted(router)[0] == before[0] + 1
+
+
+def test_a_200_that_is_not_json_is_refunded(tmp_path: Path) -> None:
+    clock = FakeClock()
+    fake = FakeTavily((K1,), clock=clock)
+    broken = {"on": False}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if broken["on"] and request.url.path == "/search":
+            return httpx.Response(200, content=b"<html>maintenance</html>")
+        return fake.handle(request)
+
+    router = Router(
+        [K1],
+        state=tmp_path / "s.db",
+        clock=clock,
+        sleep=clock.advance,
+        transport=httpx.MockTransport(handler),
+    )
+    router.search("first")
+    before = counted(router)
+    broken["on"] = True
+    with pytest.raises((SearchFailed, SearchRefused)):
+        router.search("not json")
+    assert counted(router) == before
+
+
+def test_a_key_recovering_from_an_error_is_cleared_by_its_next_success(tmp_path: Path) -> None:
+    clock = FakeClock()
+    fake = FakeTavily((K1,), clock=clock)
+    store = Counting(SqliteStore(tmp_path / "s.db"))
+    router = Router(
+        [K1],
+        state=store,  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+    )
+    router.search("first")
+    fake.fail_next(500)
+    with pytest.raises((SearchFailed, SearchRefused)):
+        router.search("fails")
+    (ks,) = router.store.read(router.now()).keys.values()
+    assert (ks.last_status, ks.searches) == (500, 1)
+    assert ks.last_error
+    clock.advance(120)  # past the cooldown the 500 set, before a /usage sync is due
+    store.updates = 0
+    router.search("served")
+    (ks,) = router.store.read(router.now()).keys.values()
+    assert (ks.last_status, ks.last_error, ks.cooldown_until, ks.searches) == (200, None, None, 2)
+    # The charge found the key not yet clean: the success wrote once more.
+    assert store.updates == 2
+    router.search("served again")
+    assert store.updates == 3
