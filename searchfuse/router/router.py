@@ -507,18 +507,20 @@ class Router:
             # The hold and the parked key are written in one update, so a thread
             # that sees the key parked also sees the hold (no walk to the next key).
             self._refuse_if_held(state, now)
-            ranked = self._ranking.best(now, exclude=tried)
-            if not ranked:
-                return None, state, now
-            choice = ranked[0].entry
             with self._sticky_lock:
                 # Searches that come in a burst stay on one key: if the burst draws a
                 # 429, only that key is touched (incident 1). Across bursts the most
                 # remaining quota wins again.
+                choice = None
                 if self._sticky is not None and now - self._sticky[1] < STICKY_WINDOW:
                     fp = self._sticky[0]
                     if fp not in tried and self._ranking.usable(fp, now) is not None:
                         choice = self._ranking.entries[fp]
+                if choice is None:
+                    ranked = self._ranking.best(now, exclude=tried)
+                    if not ranked:
+                        return None, state, now
+                    choice = ranked[0].entry
                 self._sticky = (choice.fingerprint, now)
         return choice, state, now
 

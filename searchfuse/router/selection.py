@@ -109,6 +109,10 @@ class Ranking:
     records (or whose account's records) changed, keeps the usable ones in a
     sorted list, and checks cooldowns against the clock when asked. Its order
     is `rank`'s order.
+
+    Re-scoring is lazy: changed keys are re-placed when an order is next
+    asked for (`best`). A burst that stays on one key asks only whether that
+    key can still serve (`usable`), which looks at that key alone.
     """
 
     def __init__(self, entries: Sequence[KeyEntry]) -> None:
@@ -121,6 +125,8 @@ class Ranking:
         self.cands: dict[str, Candidate] = {}
         self.order: list[tuple[tuple[float, float, float, int], str]] = []
         self.scores: dict[str, tuple[float, float, float, int]] = {}
+        #: Keys whose records changed since they were last placed.
+        self.dirty: set[str] = set()
 
     def update(self, state: State, keys: Iterable[str] | None, accounts: Iterable[str]) -> None:
         """Bring the order up to date with `state`; `keys=None`: everything changed."""
@@ -128,15 +134,21 @@ class Ranking:
             self.state = state
             self.order, self.scores = [], {}
             self.cands = {}
-            touched: Iterable[str] = self.entries
-        else:
-            self.state = state
-            names = {fp for fp in keys if fp in self.entries}
-            for account in accounts:
-                names.update(self.by_account.get(account, ()))
-            touched = names
-        for fp in touched:
-            self._place(fp, state)
+            self.dirty = set()
+            for fp in self.entries:
+                self._place(fp, state)
+            return
+        self.state = state
+        self.dirty.update(fp for fp in keys if fp in self.entries)
+        for account in accounts:
+            self.dirty.update(self.by_account.get(account, ()))
+
+    def _flush(self) -> None:
+        state = self.state
+        if self.dirty and state is not None:
+            for fp in self.dirty:
+                self._place(fp, state)
+            self.dirty = set()
 
     def _place(self, fp: str, state: State) -> None:
         old = self.scores.pop(fp, None)
@@ -156,6 +168,7 @@ class Ranking:
     def best(self, now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
         """The usable keys at `now`, best first (lazily: stops at the first usable one
         unless `exclude` asks for more)."""
+        self._flush()
         skip = set(exclude)
         out = []
         for _, fp in self.order:
@@ -169,5 +182,11 @@ class Ranking:
 
     def usable(self, fp: str, now: float) -> Candidate | None:
         """`fp`'s candidate if it can serve at `now`."""
-        c = self.cands.get(fp)
-        return c if c is not None and blocked_reason(c, now) is None else None
+        if fp in self.dirty and self.state is not None and fp in self.entries:
+            c: Candidate | None = candidate(self.entries[fp], self.state)
+        else:
+            c = self.cands.get(fp)
+        if c is None or blocked_reason(c, now) is not None:
+            return None
+        # A key the order would skip (disabled, exhausted) cannot serve either.
+        return None if c.state.disabled or c.state.exhausted else c

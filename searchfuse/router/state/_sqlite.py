@@ -29,6 +29,7 @@ from searchfuse.router.state._model import (
     KEY_FIELDS,
     AccountUsage,
     KeyState,
+    KeyUsage,
     Ring,
     State,
     account_from_fields,
@@ -106,6 +107,36 @@ def _upsert(table: str, pk: str, cols: tuple[str, ...]) -> str:
 
 
 _UPSERT_KEY = _upsert("keys", "fp", _KEY_COLS)
+#: `UPDATE ... SET` statements by table and changed columns (a search changes the same few).
+_UPDATE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+_USAGE_COLS = ("key_usage", "key_limit", "search_usage")
+_COLUMNS = frozenset(_KEY_COLS) | frozenset(ACCOUNT_FIELDS)
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 and 1.0 are equal but not the same column value (an int column stays int).
+    return a == b and type(a) is type(b)
+
+
+def _diff(before: Any, record: Any) -> list[tuple[str, Any]]:
+    """The columns (and new values) in which two records of one row differ."""
+    old = before.__dict__
+    out: list[tuple[str, Any]] = []
+    for name, value in record.__dict__.items():
+        was = old.get(name)
+        if _same(value, was):
+            continue
+        if name == "last_usage":
+            new_usage, old_usage = value or KeyUsage(), was or KeyUsage()
+            for col in _USAGE_COLS:
+                v = getattr(new_usage, col)
+                if not _same(v, getattr(old_usage, col)):
+                    out.append((col, v))
+        elif name in _COLUMNS:
+            out.append((name, value))
+    return out
+
+
 _UPSERT_ACCOUNT = _upsert("accounts", "name", _ACCOUNT_COLS)
 
 
@@ -223,6 +254,8 @@ CHECKPOINT_EVERY = 64
 #: background one falls behind (its default, 1000 pages, runs every ~150 searches
 #: and costs a search tens of milliseconds on a slow disk).
 _AUTOCHECKPOINT_PAGES = 10_000
+#: The page size of a new database file.
+_PAGE_SIZE = 1024
 #: Own commits remembered to answer `changes` without reading rows.
 _MAX_LOG = 64
 
@@ -338,6 +371,11 @@ class SqliteStore:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             if tables and "searchfuse_meta" not in tables:
                 raise not_state(self.path, "it is an SQLite database of another program")
+            if not tables:
+                # Small pages for a new file (no effect on an existing one): a
+                # search rewrites a few short rows, and each commit appends every
+                # page it touched to the WAL, so 1 KiB pages halve its cost.
+                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
             # WAL: readers never wait for the writer (persistent, set once per file).
             conn.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as exc:
@@ -574,25 +612,20 @@ class SqliteStore:
         table: str,
         pk: str,
         name: str,
-        before: dict[str, Any],
+        before: KeyState | AccountUsage,
         record: KeyState | AccountUsage,
         rev: int,
     ) -> None:
         """Update only the columns of an existing row that changed (and its `rev`)."""
-        if isinstance(record, KeyState):
-            values, cols, kind = key_to_fields(record), _KEY_COLS, "k"
-        else:
-            values, cols, kind = account_to_fields(record), _ACCOUNT_COLS, "a"
-        changed = [
-            c for c in cols if values[c] != before[c] or type(values[c]) is not type(before[c])
-        ]
-        sets = ", ".join(f"{c} = ?" for c in (*changed, "rev"))
-        conn.execute(
-            f"UPDATE {table} SET {sets} WHERE {pk} = ?",
-            (*(values[c] for c in changed), rev, name),
-        )
-        # The row now holds exactly these values: the next read need not validate it.
-        self._remember((kind, name), tuple(values[c] for c in cols), record, [])
+        changed = _diff(before, record)
+        cols = tuple(c for c, _ in changed)
+        sql = _UPDATE_SQL.get((table, cols))
+        if sql is None:
+            sets = ", ".join(f"{c} = ?" for c in (*cols, "rev"))
+            sql = f"UPDATE {table} SET {sets} WHERE {pk} = ?"
+            if len(_UPDATE_SQL) < 1000:
+                _UPDATE_SQL[(table, cols)] = sql
+        conn.execute(sql, (*(v for _, v in changed), rev, name))
 
     def _meta(self, conn: sqlite3.Connection, now: float) -> tuple[Any, ...]:
         """`(month, hold_until, hold_key, seq, epoch)`; a new month resets key state."""
@@ -678,15 +711,13 @@ class SqliteStore:
                     if before is None or f"k:{fp}" in tx.rewrite:
                         self._write_key(conn, fp, ks, rev)
                     else:
-                        self._write_changed(conn, "keys", "fp", fp, key_to_fields(before), ks, rev)
+                        self._write_changed(conn, "keys", "fp", fp, before, ks, rev)
                 for name, acc in accounts.items():
                     before_acc = tx.seen_accounts.get(name)
                     if before_acc is None or f"a:{name}" in tx.rewrite:
                         self._write_account(conn, name, acc, rev)
                     else:
-                        self._write_changed(
-                            conn, "accounts", "name", name, account_to_fields(before_acc), acc, rev
-                        )
+                        self._write_changed(conn, "accounts", "name", name, before_acc, acc, rev)
                 conn.execute(
                     "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
                     (tx.hold_until, tx.hold_key, rev),
