@@ -440,6 +440,10 @@ class TavilyHTTP:
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
         self._aclients = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        #: Each endpoint's absolute URL, made once: httpx parses and joins a
+        #: relative path on every request, which costs more than the rest of
+        #: building it.
+        self._urls: dict[str, httpx.URL] = {}
 
     def __repr__(self) -> str:
         return f"TavilyHTTP({self.base_url!r})"
@@ -447,6 +451,13 @@ class TavilyHTTP:
     @staticmethod
     def _headers(key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def _url(self, client: httpx.Client | httpx.AsyncClient, path: str) -> httpx.URL:
+        url = self._urls.get(path)
+        if url is None:
+            # The URL httpx itself makes of the base URL and `path`.
+            url = self._urls[path] = client.build_request("GET", path).url
+        return url
 
     @property
     def client(self) -> httpx.Client:
@@ -506,14 +517,15 @@ class TavilyHTTP:
     ) -> Reply:
         token = _deadline.set(deadline)
         try:
-            request = self.client.build_request(
+            client = self.client
+            request = client.build_request(
                 method,
-                path,
+                self._url(client, path),
                 json=body,
                 headers=self._headers(key),
                 timeout=self._timeout(deadline, base),
             )
-            response = self.client.send(request, stream=True)
+            response = client.send(request, stream=True)
             try:
                 read = _Body(response.status_code)
                 for chunk in response.iter_bytes():
@@ -544,7 +556,7 @@ class TavilyHTTP:
             with anyio.fail_after(left):
                 request = client.build_request(
                     method,
-                    path,
+                    self._url(client, path),
                     json=body,
                     headers=self._headers(key),
                     timeout=self._timeout(deadline, base),

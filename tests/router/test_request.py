@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from searchfuse import NoKeyAvailable, Router
@@ -66,3 +67,29 @@ def test_the_fallback_stands_in_for_search_only(
     assert router.search("q")["searchfuse"]["served_by"] == "fallback"
     with pytest.raises(NoKeyAvailable):
         router.request("/crawl", {"url": "https://example.com"})
+
+
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        ("https://tavily.example", "https://tavily.example/search"),
+        ("https://proxy.example/tavily", "https://proxy.example/tavily/search"),
+        ("https://proxy.example/tavily/", "https://proxy.example/tavily/search"),
+    ],
+)
+def test_each_endpoint_goes_to_the_base_url_joined_with_its_path(base: str, expected: str) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={"results": []})
+
+    router = Router(["tvly-dev-test0001"], base_url=base, transport=httpx.MockTransport(handler))
+    router.search("first")
+    router.search("second")
+    router.request("/extract", {"urls": ["https://example.com"]})
+    assert [u for u in seen if not u.endswith("/usage")] == [
+        expected,
+        expected,
+        expected.replace("/search", "/extract"),
+    ]
