@@ -808,7 +808,9 @@ class Router:
             return _Answer(outcome, status, detail, policy.retry_after_of(result, now))
         status = result.status_code
         outcome = policy.classify_status(status)
-        detail = "" if outcome is Outcome.OK else self._scrub(error_detail(result))
+        if outcome is Outcome.OK:
+            return _Answer(outcome, status, "", None)  # a Retry-After says nothing here
+        detail = self._scrub(error_detail(result))
         retry_after = policy.parse_retry_after(result.headers.get("retry-after"), now)
         return _Answer(outcome, status, detail, retry_after)
 
