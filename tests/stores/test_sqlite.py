@@ -203,3 +203,100 @@ def test_the_wal_is_checkpointed_off_the_search_path(
     assert not checkpointer.alive()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT searches FROM keys").fetchone() == (20,)
+
+
+def _setups() -> dict[str, Any]:
+    def touch(s: Any) -> None:
+        s.key("fp1").last_status = 200
+        s.account("acc").local_credits += 0.5
+
+    def held(s: Any) -> None:
+        touch(s)
+        s.hold("fp2", NOW + 30)
+
+    def cooling(s: Any) -> None:
+        touch(s)
+        s.key("fp1").park(NOW, 60, "rate_limited")
+
+    def exhausted(s: Any) -> None:
+        touch(s)
+        s.key("fp1").exhausted = True
+
+    def disabled(s: Any) -> None:
+        touch(s)
+        s.key("fp1").disabled = True
+
+    def after_an_error(s: Any) -> None:
+        touch(s)
+        s.key("fp1").note_error(NOW - 5, 500, "500: upstream")
+
+    def key_only(s: Any) -> None:
+        s.key("fp1").searches = 2
+
+    return {
+        "clean": touch,
+        "held": held,
+        "cooling": cooling,
+        "exhausted": exhausted,
+        "disabled": disabled,
+        "after an error": after_an_error,
+        "no account row": key_only,
+        "nothing stored": lambda s: None,
+    }
+
+
+@pytest.mark.parametrize("name", list(_setups()))
+@pytest.mark.parametrize("rpm", [None, 2])
+def test_the_stores_own_grant_decides_and_writes_as_the_generic_one(
+    tmp_path: Path, name: str, rpm: int | None
+) -> None:
+    from searchfuse.router.state import Charge, acquire
+
+    setup = _setups()[name]
+    fast, generic = SqliteStore(tmp_path / "a.db"), SqliteStore(tmp_path / "b.db")
+    charge = Charge("fp1", "acc", "acc", 2.0)
+    for store in (fast, generic):
+        store.update(NOW, setup)
+    for i in range(4):  # the fourth is paced when rpm is 2
+        now = NOW + i
+        got = fast.grant(now, "fp1", rpm=rpm, window=61.0, honour_hold=True, charge=charge)
+        want = generic.update(
+            now,
+            lambda s, now=now: acquire(  # type: ignore[misc]
+                s, "fp1", now, rpm=rpm, window=61.0, honour_hold=True, charge=charge
+            ),
+        )
+        assert got == want, (name, i)
+        assert fast.read(now) == generic.read(now)
+        assert fast.changes(now, None).keys == generic.changes(now, None).keys
+    if rpm is not None:
+        rings = [
+            s.update(NOW + 9, lambda st: st.ring("search:fp1", rpm).ordered())
+            for s in (fast, generic)
+        ]
+        assert rings[0] == rings[1]
+
+
+def test_a_grant_on_remembered_rows_is_not_the_generic_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from searchfuse.router.state import Charge
+
+    store = SqliteStore(tmp_path / "s.db")
+    store.update(NOW, _setups()["clean"])
+    calls = []
+    generic = store.update
+    monkeypatch.setattr(store, "update", lambda *a: calls.append(a) or generic(*a))
+    charge = Charge("fp1", "acc", "acc", 1.0)
+    for i in range(3):
+        assert (
+            store.grant(NOW + i, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge).verdict
+            == "ok"
+        )
+    assert calls == []
+    # Another process writes: the rows are read again, through the generic path.
+    other = SqliteStore(tmp_path / "s.db")
+    other.update(NOW, lambda s: setattr(s.key("fp1"), "last_error_at", NOW))
+    store.grant(NOW + 5, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
+    assert len(calls) == 1
+    assert store.read(NOW + 5).keys["fp1"].searches == 4

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -26,14 +27,20 @@ from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._json import not_state
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
+    GRANTED,
+    GRANTED_CLEAN,
     KEY_FIELDS,
     AccountUsage,
+    Availability,
+    Charge,
+    Grant,
     KeyState,
     KeyUsage,
     Ring,
     State,
     account_from_fields,
     account_to_fields,
+    acquire,
     copied,
     key_from_fields,
     key_to_fields,
@@ -184,54 +191,60 @@ class _Tx(TxState):
         )
 
     def ring(self, name: str, size: int) -> Ring:
-        # Loads the whole log: only for a resize or an inspection. take() is O(1).
-        row = self._conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
-        ring = self._load_ring(name, row)
-        if ring.size != size:
-            ring = ring.resized(size)
-            self._save_ring(name, ring)
-        return ring
+        return _ring_sized(self._conn, name, size)
 
-    def _load_ring(self, name: str, row: Any) -> Ring:
-        return _load_ring(self._conn, name, row)
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        return _take(self._conn, name, limit, window, now)
 
-    def _save_ring(self, name: str, ring: Ring) -> None:
-        self._conn.execute("DELETE FROM ring_slots WHERE name = ?", (name,))
-        self._conn.executemany(
+
+def _take(conn: sqlite3.Connection, name: str, limit: int, window: float, now: float) -> float:
+    """Count one event in pacing log `name` if it fits (see `Ring.take`): 0.0, or
+    the seconds until it would fit. One read and two writes whatever `limit` is."""
+    # The log's size and position, and the time in the slot the next event
+    # takes, in one query.
+    row = conn.execute(_SELECT_RING_SLOT, (name,)).fetchone()
+    if row is None or row[0] != limit or not _positive_int(row[1], zero=True):
+        if row is None:
+            conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
+            seq = 0
+        else:
+            seq = _ring_sized(conn, name, limit).seq
+        found = conn.execute(
+            "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, seq % limit)
+        ).fetchone()
+        stored = found[0] if found else None
+    else:
+        seq, stored = int(row[1]), row[2]
+    slot = seq % limit
+    oldest = optional_number(stored, f"pacing log {name}")
+    if oldest is not None and oldest + window > now:
+        return oldest + window - now
+    conn.execute(
+        "INSERT OR REPLACE INTO ring_slots (name, slot, t) VALUES (?, ?, ?)", (name, slot, now)
+    )
+    conn.execute("UPDATE rings SET seq = ? WHERE name = ?", (seq + 1, name))
+    return 0.0
+
+
+def _ring_sized(conn: sqlite3.Connection, name: str, size: int) -> Ring:
+    """Pacing log `name`, resized to `size` slots if it has another size.
+
+    Loads the whole log: only for a resize or an inspection (`_take` is O(1)).
+    """
+    row = conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
+    ring = _load_ring(conn, name, row)
+    if ring.size != size:
+        ring = ring.resized(size)
+        conn.execute("DELETE FROM ring_slots WHERE name = ?", (name,))
+        conn.executemany(
             "INSERT INTO ring_slots (name, slot, t) VALUES (?, ?, ?)",
             [(name, i, t) for i, t in enumerate(ring.slots) if t is not None],
         )
-        self._conn.execute(
+        conn.execute(
             "INSERT OR REPLACE INTO rings (name, size, seq) VALUES (?, ?, ?)",
             (name, ring.size, ring.seq),
         )
-
-    def take(self, name: str, limit: int, window: float, now: float) -> float:
-        conn = self._conn
-        # The log's size and position, and the time in the slot the next event
-        # takes, in one query.
-        row = conn.execute(_SELECT_RING_SLOT, (name,)).fetchone()
-        if row is None or row[0] != limit or not _positive_int(row[1], zero=True):
-            if row is None:
-                conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
-                seq = 0
-            else:
-                seq = self.ring(name, limit).seq
-            found = conn.execute(
-                "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, seq % limit)
-            ).fetchone()
-            stored = found[0] if found else None
-        else:
-            seq, stored = int(row[1]), row[2]
-        slot = seq % limit
-        oldest = optional_number(stored, f"pacing log {name}")
-        if oldest is not None and oldest + window > now:
-            return oldest + window - now
-        conn.execute(
-            "INSERT OR REPLACE INTO ring_slots (name, slot, t) VALUES (?, ?, ?)", (name, slot, now)
-        )
-        conn.execute("UPDATE rings SET seq = ? WHERE name = ?", (seq + 1, name))
-        return 0.0
+    return ring
 
 
 def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
@@ -705,11 +718,7 @@ class SqliteStore:
         try:
             meta = self._meta(conn, now)
             start = (meta[4], meta[3])
-            with self._sync_lock:
-                if self._known != start:
-                    self._known, self._log_base = start, start
-                    self._current, self._log = {}, []
-                current = self._current
+            current = self._known_at(start)
             tx = _Tx(self, conn, meta, current)
             rev = None
             result = change(tx)
@@ -753,16 +762,116 @@ class SqliteStore:
                     if seen_acc is not None and name in tx.accounts:
                         current[("a", name)] = tx.accounts[name]
                 if rev is not None:
-                    for fp, ks in keys.items():
-                        current[("k", fp)] = ks
-                    for name, acc in accounts.items():
-                        current[("a", name)] = acc
-                    self._log.append((rev, keys, accounts))
-                    if len(self._log) > _MAX_LOG:
-                        dropped = self._log.pop(0)
-                        self._log_base = (start[0], dropped[0])
-                    self._known = (start[0], rev)
+                    self._wrote(start, rev, keys, accounts)
         return result
+
+    def _known_at(self, start: tuple[Any, Any]) -> dict[tuple[str, str], Any]:
+        """The remembered records, if the database is still at `start`; else none."""
+        with self._sync_lock:
+            if self._known != start:
+                self._known, self._log_base = start, start
+                self._current, self._log = {}, []
+            return self._current
+
+    def _wrote(
+        self,
+        start: tuple[Any, Any],
+        rev: int,
+        keys: dict[str, KeyState],
+        accounts: dict[str, AccountUsage],
+    ) -> None:
+        """Remember a commit made at `start` that wrote `keys` and `accounts` as `rev`
+        (hold `_sync_lock`, and only while `_known` is still `start`)."""
+        current = self._current
+        for fp, ks in keys.items():
+            current[("k", fp)] = ks
+        for name, acc in accounts.items():
+            current[("a", name)] = acc
+        self._log.append((rev, keys, accounts))
+        if len(self._log) > _MAX_LOG:
+            dropped = self._log.pop(0)
+            self._log_base = (start[0], dropped[0])
+        self._known = (start[0], rev)
+
+    def grant(
+        self,
+        now: float,
+        fp: str,
+        *,
+        rpm: int | None,
+        window: float,
+        honour_hold: bool,
+        charge: Charge | None = None,
+    ) -> Grant:
+        """What `update(now, lambda s: acquire(s, fp, now, ...))` does, with less work.
+
+        Every search asks this once. When the key's and its account's rows are
+        remembered (nothing was committed since this process last wrote them),
+        the decision is taken on them directly and only the changed columns are
+        written; otherwise this is that `update`.
+        """
+
+        def generic(state: State) -> Grant:
+            return acquire(
+                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+            )
+
+        if charge is None:
+            return self.update(now, generic)
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            meta = self._meta(conn, now)
+            start = (meta[4], meta[3])
+            current = self._known_at(start)
+            known_key = current.get(("k", fp))
+            known_account = current.get(("a", charge.account_id))
+            if known_key is None or known_account is None:
+                conn.execute("ROLLBACK")
+                return self.update(now, generic)
+            written = False
+            hold_until = meta[1]
+            if honour_hold and hold_until is not None and hold_until > now:
+                grant = Grant("held", hold_until - now, hold_key=meta[2])
+            elif (availability := known_key.availability(now)) is not Availability.AVAILABLE:
+                wait = (
+                    known_key.cooldown_left(now)
+                    if availability is Availability.COOLING
+                    else math.inf
+                )
+                grant = Grant("blocked", wait, availability)
+            elif rpm is not None and (wait := _take(conn, f"search:{fp}", rpm, window, now)) > 0:
+                grant = Grant("paced", wait)
+            else:
+                ks, acc = copied(known_key), copied(known_account)
+                ks.account = charge.account
+                acc.local_credits += charge.credits
+                grant = GRANTED_CLEAN if ks.charge(now, charge.credits) else GRANTED
+                rev = meta[3] + 1
+                conn.execute(
+                    "UPDATE keys SET account = ?, searches = ?, last_used_at = ?, "
+                    "local_credits = ?, rev = ? WHERE fp = ?",
+                    (ks.account, ks.searches, ks.last_used_at, ks.local_credits, rev, fp),
+                )
+                conn.execute(
+                    "UPDATE accounts SET local_credits = ?, rev = ? WHERE name = ?",
+                    (acc.local_credits, rev, charge.account_id),
+                )
+                conn.execute("UPDATE searchfuse_meta SET seq = ?", (rev,))
+                written = True
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        self._commit(conn)
+        if written:
+            with self._sync_lock:
+                if self._known == start:
+                    self._wrote(start, rev, {fp: ks}, {charge.account_id: acc})
+        return grant
 
     def _own_changes(
         self, token: tuple[Any, Any], since: Any
