@@ -1,4 +1,4 @@
-"""Several processes on one SQLite file and on one Redis: counts agree, a 429 holds all,
+"""Several processes on one SQLite file, one JSON file and one Redis: counts agree, a 429 holds all,
 and a process killed mid-write leaves a store the others can read and write."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from searchfuse import CooldownActive, RateLimited, Router
-from searchfuse.router.state import RedisStore, SqliteStore, Store
+from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore, Store
 from searchfuse.testing import FakeTavily
 
 KEYS = ["tvly-dev-test0001", "tvly-dev-test0002", "tvly-dev-test0003"]
@@ -25,10 +25,13 @@ WORKER = textwrap.dedent(
     """
     import sys
     from searchfuse import Router
-    from searchfuse.router.state import RedisStore, SqliteStore
+    from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore
 
     url, kind, where, namespace, n = sys.argv[1:6]
-    store = SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=namespace)
+    if kind == "redis":
+        store = RedisStore(where, namespace=namespace)
+    else:
+        store = SqliteStore(where) if kind == "sqlite" else JsonFileStore(where)
     router = Router({keys!r}, state=store, base_url=url)
     n = int(n)
     i = 0
@@ -40,17 +43,21 @@ WORKER = textwrap.dedent(
 ).format(keys=KEYS)
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "json", "redis"])
 def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     """``(kind, where, namespace)`` naming one store every worker opens."""
     if request.param == "sqlite":
         yield "sqlite", str(tmp_path / "state" / "searchfuse.db"), ""
+    elif request.param == "json":
+        yield "json", str(tmp_path / "state" / "quota.json"), ""
     else:
         yield "redis", request.getfixturevalue("redis_url"), uuid.uuid4().hex
 
 
 def open_shared(kind: str, where: str, namespace: str) -> Store:
-    return SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=namespace)
+    if kind == "redis":
+        return RedisStore(where, namespace=namespace)
+    return SqliteStore(where) if kind == "sqlite" else JsonFileStore(where)
 
 
 def fake_server() -> FakeTavily:

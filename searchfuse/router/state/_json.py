@@ -13,7 +13,6 @@ the file, and to platforms without `flock`.
 from __future__ import annotations
 
 import contextlib
-import copy
 import errno
 import json
 import logging
@@ -32,6 +31,7 @@ from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._model import (
     Ring,
     State,
+    copied,
     looks_like_state,
     month_of,
     rolled,
@@ -124,25 +124,38 @@ class _FlockLock:
         if self._depth == 0 and self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def write_journal(self, data: bytes) -> None:
-        """Keep `data`, about to be written in place, in the lock file (held exclusively)."""
+    def write_journal(self, ident: tuple[int, int], data: bytes) -> int:
+        """Keep `data`, about to be written in place over file `ident` (device,
+        inode), in the lock file, marked as being written (the exclusive lock is
+        held). Returns the offset of the mark, for `journal_done`."""
         assert self._fd is not None and self._depth and not self._shared
-        _pwrite_all(self._fd, _JOURNAL % (len(data), zlib.crc32(data)) + data)
+        header = _JOURNAL % (*ident, len(data), zlib.crc32(data))
+        _pwrite_all(self._fd, header + data)
+        return len(header) - 2
 
-    def journal(self) -> bytes | None:
-        """The bytes of the last in-place write, if the lock file holds them whole."""
+    def journal_done(self, mark: int) -> None:
+        """The write the journal holds is in the file."""
+        assert self._fd is not None
+        os.pwrite(self._fd, b"d", mark)
+
+    def pending(self, ident: tuple[int, int]) -> bytes | None:
+        """The bytes of an in-place write into file `ident` that a killed process
+        never finished, if the lock file holds them whole (the lock is held)."""
         if self._fd is None or not self._depth or self._pid != os.getpid():
             return None
-        found = _read_all(self._fd)
-        header, _, rest = found.partition(b"\n")
-        parts = header.split(b" ")
-        if len(parts) != 3 or parts[0] != _JOURNAL.split(b" ")[0]:
+        line, newline, _ = os.pread(self._fd, 128, 0).partition(b"\n")
+        if not newline or not line.endswith(b" w"):
+            return None  # the usual case: the last write finished
+        parts = line.split(b" ")
+        if len(parts) != 6 or parts[0] != _JOURNAL.split(b" ")[0]:
             return None
         try:
-            size, crc = int(parts[1]), int(parts[2], 16)
+            dev, ino, size, crc = int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4], 16)
         except ValueError:
             return None
-        data = rest[:size]
+        if (dev, ino) != ident:
+            return None
+        data = os.pread(self._fd, size, len(line) + 1)
         return data if len(data) == size and zlib.crc32(data) == crc else None
 
     def close(self) -> None:
@@ -182,19 +195,15 @@ def _process_lock(path: Path, timeout: float) -> _FlockLock | _FileLockLock:
     return _FlockLock(path, timeout)
 
 
-def _copy(state: State, rings: bool = True) -> State:
+def _copy(state: State) -> State:
     """A copy of `state` whose records a transaction may change freely."""
     return State(
         month=state.month,
-        keys={fp: copy.copy(ks) for fp, ks in state.keys.items()},
-        accounts={name: copy.copy(acc) for name, acc in state.accounts.items()},
+        keys={fp: copied(ks) for fp, ks in state.keys.items()},
+        accounts={name: copied(acc) for name, acc in state.accounts.items()},
         hold_until=state.hold_until,
         hold_key=state.hold_key,
-        rings=(
-            {name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()}
-            if rings
-            else {}
-        ),
+        rings={name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()},
     )
 
 
@@ -240,8 +249,10 @@ def _dumps(data: dict[str, Any]) -> str:
 
 #: Trailing spaces an in-place write leaves before it truncates the file.
 MAX_PADDING = 4096
-#: The journal's header in the lock file: magic, length and CRC-32 of the bytes.
-_JOURNAL = b"searchfuse-journal-1 %d %08x\n"
+#: The journal's header in the lock file: magic, the state file's device and
+#: inode, length and CRC-32 of the bytes, then `w` while they are being written
+#: to the state file and `d` once they are.
+_JOURNAL = b"searchfuse-journal-2 %d %d %d %08x w\n"
 
 
 def _read_all(fd: int, size: int = 0) -> bytes:
@@ -267,13 +278,6 @@ def _pwrite_all(fd: int, data: bytes) -> None:
         if more <= 0:
             raise OSError(errno.EIO, f"wrote {done} of {len(data)} bytes")
         done += more
-
-
-def _torn_from(raw: bytes, journal: bytes) -> bool:
-    """True if `raw` (a file that does not parse) begins like the journaled write:
-    a write the kernel stopped between pages, when a kill came in the middle."""
-    head = min(len(journal), 4096)
-    return head > 0 and raw[:head] == journal[:head] and raw != journal.rstrip()
 
 
 def not_state(path: Path, what: str) -> ConfigError:
@@ -362,9 +366,13 @@ class JsonFileStore:
         #: they parse to: a search reads the file three times, and parses it only
         #: when another process wrote.
         self._parsed: tuple[bytes, State, dict[str, Any]] | None = None
+        #: The token and state `changes` last answered with (never changed in
+        #: place), so the next answer names only the records that differ.
+        self._handed: tuple[bytes, State] | None = None
         #: `(st_dev, st_ino)` of the file last read: a transaction writes in place
         #: only into the file it read.
         self._read_ident: tuple[int, int] | None = None
+        self._told_torn = False
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
@@ -400,16 +408,30 @@ class JsonFileStore:
                 raise not_state(self.path, "it is a directory")
             if not stat.S_ISREG(info.st_mode):
                 raise not_state(self.path, "it is not a regular file")
+            ident = (info.st_dev, info.st_ino)
             if self._in_place:
                 with self._locked(shared=True):
                     raw = _read_all(fd, info.st_size)
+                    pending = self._lock.pending(ident)
+                # A write cut short by a kill (the kernel may stop a write between
+                # pages) is read from its journal; the first page tells that the
+                # file is still the one it was written to.
+                if pending is not None and raw[:4096] == pending[:4096]:
+                    if raw != pending and not self._told_torn:
+                        self._told_torn = True
+                        log.warning(
+                            "%s: a process was killed while writing it; read from "
+                            "the copy it kept, the next write completes it",
+                            self.path.name,
+                        )
+                    raw = pending
             else:
                 raw = _read_all(fd, info.st_size)
         except OSError as exc:
             raise self._unreadable(exc) from None
         finally:
             os.close(fd)
-        self._read_ident = (info.st_dev, info.st_ino)
+        self._read_ident = ident
         return raw.rstrip()
 
     def _decode(self, raw: bytes) -> dict[str, Any]:
@@ -421,74 +443,43 @@ class JsonFileStore:
             raise not_state(self.path, "it holds other JSON, perhaps a keys file")
         return data  # type: ignore[no-any-return]
 
-    def _read_decoded(self) -> tuple[bytes, dict[str, Any]] | None:
-        """The file's bytes and their JSON; a write a killed process cut short is
-        read from its journal instead."""
-        raw = self._bytes()
-        if raw is None:
-            return None
-        try:
-            return raw, self._decode(raw)
-        except ConfigError:
-            if not self._in_place:
-                raise
-        # Read the file and the journal again under one hold of the lock: a
-        # writer may have finished the file in between.
-        with self._locked(shared=True):
-            raw = self._bytes()
-            if raw is None:
-                return None
-            try:
-                return raw, self._decode(raw)
-            except ConfigError:
-                journal = self._lock.journal()
-                if journal is None or not _torn_from(raw, journal):
-                    raise
-                data = self._decode(journal.rstrip())
-                log.warning(
-                    "%s was cut short by a process killed while writing it; "
-                    "read from its journal, the next write repairs it",
-                    self.path.name,
-                )
-                return journal.rstrip(), data
-
     def _raw(self) -> dict[str, Any] | None:
-        found = self._read_decoded()
-        return None if found is None else found[1]
+        raw = self._bytes()
+        return None if raw is None else self._decode(raw)
 
-    def _parse(self, rings: bool = True) -> tuple[bytes, State] | None:
-        """The file's bytes and its state (a private copy), parsed only when they changed."""
+    def _current(self) -> tuple[bytes, State] | None:
+        """The file's bytes and its state, parsed only when they changed.
+
+        The state is shared: callers copy what they hand out or change.
+        """
         raw = self._bytes()
         if raw is None:
             return None
         parsed = self._parsed
         if parsed is None or parsed[0] != raw:
-            found = self._read_decoded()
-            if found is None:
-                return None
-            raw, data = found
+            data = self._decode(raw)
             cache = data.get("cache")
             parsed = (raw, state_from_json(data), cache if isinstance(cache, dict) else {})
             self._parsed = parsed
         self._cache_raw = parsed[2]
-        return raw, _copy(parsed[1], rings)
+        return raw, parsed[1]
 
-    def _load(self, now: float, check_only: bool = False, rings: bool = True) -> State:
-        return self._load_raw(now, check_only, rings)[1]
+    def _parse(self) -> tuple[bytes, State] | None:
+        """The file's bytes and a private copy of its state."""
+        found = self._current()
+        return None if found is None else (found[0], _copy(found[1]))
 
-    def _load_raw(
-        self, now: float, check_only: bool = False, rings: bool = True
-    ) -> tuple[bytes | None, State]:
-        found = self._parse(rings)
+    def _load(self, now: float, check_only: bool = False) -> State:
+        found = self._parse()
         if found is None:
-            return None, State(month=month_of(now))
-        raw, state = found
+            return State(month=month_of(now))
+        state = found[1]
         month = None if check_only else rollover(state.month, now)
         if month is None:
-            return raw, state
+            return state
         # A new month resets usage; running cooldowns, the hold, pacing logs and
         # the shared cache live on.
-        return raw, rolled(state, month, now)
+        return rolled(state, month, now)
 
     def _mkdir(self) -> None:
         """Make the file's folder, unless the file was there at the last read."""
@@ -536,11 +527,12 @@ class JsonFileStore:
                 self._decode(_read_all(fd).rstrip())
                 return False
             data = raw + b" " * (info.st_size - len(raw))
-            self._lock.write_journal(data)
+            mark = self._lock.write_journal((info.st_dev, info.st_ino), data)
             _pwrite_all(fd, data)
             if len(data) - len(raw) > MAX_PADDING:
                 # A kill before this leaves the padded file, which is as valid.
                 os.ftruncate(fd, len(raw))
+            self._lock.journal_done(mark)
             return True
         finally:
             os.close(fd)
@@ -567,11 +559,45 @@ class JsonFileStore:
     def changes(self, now: float, since: Any) -> Changes:
         # The token is the file's content: equal bytes, equal state (a timestamp
         # or an inode can repeat; a few kilobytes compare in microseconds).
-        token, state = self._load_raw(now, rings=False)
-        if token is not None and token == since:
+        found = self._current()
+        if found is None:
+            return Changes(None, True, month_of(now))
+        token, state = found
+        month = rollover(state.month, now)
+        if month is not None:
+            # A new month resets usage; `rolled` makes new records.
+            new = rolled(state, month, now)
+            return Changes(token, True, month, new.hold_until, new.hold_key, new.keys)
+        if token == since:
             return Changes(token, False, state.month, state.hold_until, state.hold_key)
+        before = self._handed
+        self._handed = (token, state)
+        if before is not None and before[0] == since and before[1].month == state.month:
+            # Only the records that differ from the state this reader last got.
+            old = before[1]
+            kept = old.keys.keys() <= state.keys.keys()
+            if kept and old.accounts.keys() <= state.accounts.keys():
+                return Changes(
+                    token,
+                    False,
+                    state.month,
+                    state.hold_until,
+                    state.hold_key,
+                    {fp: copied(ks) for fp, ks in state.keys.items() if old.keys.get(fp) != ks},
+                    {
+                        n: copied(acc)
+                        for n, acc in state.accounts.items()
+                        if old.accounts.get(n) != acc
+                    },
+                )
         return Changes(
-            token, True, state.month, state.hold_until, state.hold_key, state.keys, state.accounts
+            token,
+            True,
+            state.month,
+            state.hold_until,
+            state.hold_key,
+            {fp: copied(ks) for fp, ks in state.keys.items()},
+            {n: copied(acc) for n, acc in state.accounts.items()},
         )
 
     def clear(self, now: float) -> None:

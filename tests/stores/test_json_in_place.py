@@ -1,0 +1,396 @@
+"""The JSON store writes its file in place: whole after every write, after a kill, to
+the file that is there now, private, and never over a file that is not state."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from searchfuse.errors import ConfigError, StoreUnavailable
+from searchfuse.router.state import JsonFileStore, State, _json
+
+NOW = 1_768_478_400.0
+
+
+def bump(state: State) -> int:
+    ks = state.key("fp1")
+    ks.searches += 1
+    return ks.searches
+
+
+def fill(n: int, width: int = 40) -> Any:
+    """A change that makes `n` keys with a long error text: a state of any size."""
+
+    def change(state: State) -> None:
+        for i in range(n):
+            ks = state.key(f"fp{i:04d}")
+            ks.searches += 1
+            ks.last_error = "x" * width
+
+    return change
+
+
+def parses_with_only_whitespace_after(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    data = json.loads(raw)  # the whole file, padding and all
+    end = raw.rindex(b"}") + 1
+    assert raw[end:].strip() == b""
+    return data  # type: ignore[no-any-return]
+
+
+def test_writes_are_in_place_and_the_file_stays_private(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)  # creates the file: temp file and rename
+    created = path.stat()
+    assert stat.S_IMODE(created.st_mode) == 0o600
+    for _ in range(5):
+        store.update(NOW, bump)
+    after = path.stat()
+    assert after.st_ino == created.st_ino  # written in place, not replaced
+    assert stat.S_IMODE(after.st_mode) == 0o600
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 6
+    # Nothing else beside it but the lock file (no temp file left behind).
+    assert sorted(p.name for p in path.parent.iterdir()) == ["quota.json", "quota.json.lock"]
+
+
+def test_a_shorter_state_after_a_longer_one_leaves_valid_json(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(30))
+    long = path.stat().st_size
+    # A little shorter: padded with spaces, one write.
+    store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", None))
+    assert path.stat().st_size == long
+    data = parses_with_only_whitespace_after(path)
+    assert data["keys"]["fp0000"]["last_error"] is None
+    # Much shorter: the padding would be large, so the file is cut to size.
+    store.clear(NOW)
+    assert path.stat().st_size < long - _json.MAX_PADDING
+    assert parses_with_only_whitespace_after(path)["keys"] == {}
+    assert JsonFileStore(path).read(NOW).keys == {}
+
+
+def test_padding_does_not_make_an_equal_state_look_changed(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(3))
+    store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", None))
+    padded = path.read_bytes()
+    assert padded.endswith(b" ")
+    reader = JsonFileStore(path)
+    token = reader.changes(NOW, None).token
+    assert store.changes(NOW, token).keys == {}  # the writer's bytes, the reader's token
+    # The same state without the padding (as a temp-file write leaves it) is no change.
+    path.write_bytes(padded.rstrip() + b"\n")
+    assert not reader.changes(NOW, token).complete
+    assert reader.changes(NOW, token).keys == {}
+
+
+def test_changes_name_only_the_records_another_handle_changed(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(4))
+    first = store.changes(NOW, None)
+    assert first.complete and len(first.keys) == 4
+    JsonFileStore(path).update(NOW, lambda s: setattr(s.key("fp0002"), "searches", 7))
+    second = store.changes(NOW, first.token)
+    assert not second.complete
+    assert set(second.keys) == {"fp0002"} and second.keys["fp0002"].searches == 7
+    second.keys["fp0002"].searches = 999  # the reader's copy, not the store's
+    assert store.read(NOW).keys["fp0002"].searches == 7
+
+
+def test_a_file_replaced_by_rename_between_writes_is_the_one_written(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    old = os.open(path, os.O_RDONLY)  # the inode about to be orphaned
+    try:
+        # Another process (an older searchfuse, say) replaces the file by rename.
+        other = json.loads(path.read_bytes())
+        other["keys"]["fp1"]["searches"] = 40
+        tmp = tmp_path / ".quota.json.other.tmp"
+        tmp.write_bytes(json.dumps(other).encode())
+        tmp.chmod(0o600)
+        os.replace(tmp, path)
+        replaced = path.stat().st_ino
+        orphan = os.pread(old, 1 << 16, 0)
+        assert store.update(NOW, bump) == 41
+        assert path.stat().st_ino == replaced  # written in place, into the new file
+        assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 41
+        assert os.pread(old, 1 << 16, 0) == orphan  # the orphan was not written
+    finally:
+        os.close(old)
+
+
+def test_a_file_replaced_inside_a_transaction_is_replaced_only_if_it_is_state(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+
+    def swap_in(content: bytes) -> Any:
+        def change(state: State) -> None:
+            # A writer that ignores the lock swaps the file between read and write.
+            tmp = tmp_path / "swap"
+            tmp.write_bytes(content)
+            tmp.chmod(0o600)
+            os.replace(tmp, path)
+            state.key("fp1").searches += 1
+
+        return change
+
+    state_text = JsonFileStore(tmp_path / "elsewhere.json")
+    state_text.update(NOW, bump)
+    store.update(NOW, swap_in((tmp_path / "elsewhere.json").read_bytes()))
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
+    keys_file = b'{"version": 2, "keys": [{"key": "tvly-dev-test0001"}]}'
+    with pytest.raises(ConfigError, match="not a searchfuse state file"):
+        store.update(NOW, swap_in(keys_file))
+    assert path.read_bytes() == keys_file  # untouched
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "foreign"])
+def test_a_file_that_is_not_state_is_untouched(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "quota.json"
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "device":
+        path.symlink_to("/dev/null")
+    else:
+        path.write_bytes(b'{"keys": [{"key": "tvly-dev-test0001"}]}')
+    before = path.lstat()
+    with pytest.raises(ConfigError) as caught:
+        JsonFileStore(path)
+    assert str(path) in str(caught.value)
+    after = path.lstat()
+    assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_mode,
+        before.st_mtime_ns,
+    )
+    if kind == "foreign":
+        assert path.read_bytes() == b'{"keys": [{"key": "tvly-dev-test0001"}]}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json"]
+
+
+def test_a_state_file_with_another_mode_is_rewritten_private(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    path.chmod(0o644)
+    store.update(NOW, bump)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
+
+
+def test_readers_wait_for_a_writer_within_the_bound(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path, lock_timeout=0.05)
+    store.update(NOW, bump)
+    fd = os.open(str(path) + ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer in another process
+        with pytest.raises(StoreUnavailable, match=r"held its lock for more than 0\.05 s"):
+            store.read(NOW)
+        with pytest.raises(StoreUnavailable):
+            store.changes(NOW, None)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # another reader: readers share
+        assert store.read(NOW).keys["fp1"].searches == 1
+        assert store.cache_get("k", NOW) is None
+        with pytest.raises(StoreUnavailable):
+            store.update(NOW, bump)  # a writer waits for readers
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    assert store.update(NOW, bump) == 2
+
+
+def test_without_flock_writes_replace_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        _json, "_process_lock", lambda path, timeout: _json._FileLockLock(path, timeout)
+    )
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    first = path.stat().st_ino
+    store.update(NOW, fill(3))
+    assert path.stat().st_ino != first  # a temp file and a rename, as before
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    state = store.read(NOW)
+    assert state.keys["fp1"].searches == 1 and state.keys["fp0002"].searches == 1
+
+
+class Killed(BaseException):
+    """The process dies here."""
+
+
+def die_in_write(monkeypatch: pytest.MonkeyPatch, keep: int | None) -> None:
+    """The next in-place write stops after the journal and `keep` bytes of the file
+    (None: before the file), as a process killed in the middle of it."""
+    real = _json._pwrite_all
+    calls: list[int] = []
+
+    def cut_short(fd: int, data: bytes) -> None:
+        calls.append(len(data))
+        if len(calls) == 1:
+            real(fd, data)  # the journal, whole
+            return
+        if keep is not None:
+            os.pwrite(fd, data[:keep], 0)  # the kernel stopped between pages
+        monkeypatch.setattr(_json, "_pwrite_all", real)
+        raise Killed
+
+    monkeypatch.setattr(_json, "_pwrite_all", cut_short)
+
+
+def test_a_write_cut_short_is_read_from_the_journal_and_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(60, width=200))  # several pages
+    assert path.stat().st_size > 3 * 4096
+    die_in_write(monkeypatch, keep=4096)
+    with pytest.raises(Killed):
+        store.update(NOW, fill(60, width=210))
+    torn = path.read_bytes()
+    assert b"x" * 210 in torn[:4096] and b"x" * 210 not in torn[4096:]  # new page, old rest
+    with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
+        state = JsonFileStore(path).read(NOW)
+    assert all(ks.searches == 2 and ks.last_error == "x" * 210 for ks in state.keys.values())
+    assert len(state.keys) == 60
+    assert "killed while writing it" in caplog.text
+    JsonFileStore(path).update(NOW, bump)
+    data = json.loads(path.read_bytes())  # completed
+    assert data["keys"]["fp1"]["searches"] == 1
+    assert data["keys"]["fp0059"]["last_error"] == "x" * 210
+
+
+def test_a_write_killed_before_the_file_leaves_the_state_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(60, width=200))
+    before = path.read_bytes()
+    die_in_write(monkeypatch, keep=None)
+    with pytest.raises(Killed):
+        store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", "changed"))
+    assert path.read_bytes() == before
+    # The first page differs from the journal's: the file is read as it is.
+    assert JsonFileStore(path).read(NOW).keys["fp0000"].last_error == "x" * 200
+
+
+def test_a_journal_never_applies_to_a_file_that_replaced_the_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(60, width=200))
+    die_in_write(monkeypatch, keep=4096)
+    with pytest.raises(Killed):
+        store.update(NOW, fill(60, width=210))
+    keys_file = b'{"version": 2, "keys": [{"key": "tvly-dev-test0001"}]}'
+    (tmp_path / "new").write_bytes(keys_file)
+    os.replace(tmp_path / "new", path)
+    with pytest.raises(ConfigError, match="keys file"):
+        JsonFileStore(path)
+    assert path.read_bytes() == keys_file
+
+
+# -- several processes --------------------------------------------------------------
+
+
+def _write_loop(path: str, rounds: int) -> None:
+    """Alternate a long and a short state, keeping fp1 and fp2 equal."""
+    store = JsonFileStore(path)
+
+    def change(state: State, n: int) -> None:
+        state.key("fp1").searches += 1
+        state.key("fp2").searches += 1
+        state.key("fp1").last_error = "y" * (n % 7) * 1500  # 0 to 9 kB: one to three pages
+
+    for n in range(rounds):
+        store.update(NOW, lambda s, n=n: change(s, n))
+    store.close()
+
+
+def _read_loop(path: str, done: Any, out: Any) -> None:
+    store = JsonFileStore(path)
+    seen = errors = 0
+    token = None
+    while not done.is_set() or seen == 0:
+        try:
+            state = store.read(NOW)
+            changes = store.changes(NOW, token)
+            token = changes.token
+            a, b = state.keys["fp1"].searches, state.keys["fp2"].searches
+            if a != b:
+                errors += 1
+        except Exception:
+            errors += 1
+        seen += 1
+    out.put((seen, errors))
+
+
+def test_readers_in_other_processes_never_see_a_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    _write_loop(str(path), 1)
+    ctx = multiprocessing.get_context("fork")
+    done, out = ctx.Event(), ctx.Queue()
+    readers = [ctx.Process(target=_read_loop, args=(str(path), done, out)) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    writer = ctx.Process(target=_write_loop, args=(str(path), 300))
+    writer.start()
+    writer.join(timeout=60)
+    done.set()
+    results = [out.get(timeout=60) for _ in readers]
+    for reader in readers:
+        reader.join(timeout=10)
+    assert writer.exitcode == 0
+    assert all(seen > 0 and errors == 0 for seen, errors in results), results
+    state = JsonFileStore(path).read(NOW)
+    assert state.keys["fp1"].searches == state.keys["fp2"].searches == 301
+
+
+def test_a_writer_killed_at_any_moment_leaves_a_readable_file(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    _write_loop(str(path), 1)
+    ctx = multiprocessing.get_context("fork")
+    last = 1
+    for i in range(12):
+        writer = ctx.Process(target=_write_loop, args=(str(path), 1_000_000))
+        writer.start()
+        before = os.stat(path).st_mtime_ns
+        deadline = time.monotonic() + 10
+        # Kill it once it is writing, at a moment that differs from round to round.
+        while os.stat(path).st_mtime_ns == before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.0003 * (i % 5))
+        assert writer.pid is not None
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.join(timeout=10)
+        assert writer.exitcode == -signal.SIGKILL
+        state = JsonFileStore(path).read(NOW)  # never a ConfigError
+        fp1, fp2 = state.keys["fp1"].searches, state.keys["fp2"].searches
+        assert fp1 == fp2 > last  # whole transactions, none lost that was read back
+        last = fp1
+        # The next write leaves a file that parses on its own, whatever the kill left.
+        JsonFileStore(path).update(NOW, lambda s, i=i: setattr(s.key("fp3"), "searches", i + 1))
+        assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == fp1
