@@ -394,3 +394,37 @@ def test_a_writer_killed_at_any_moment_leaves_a_readable_file(tmp_path: Path) ->
         # The next write leaves a file that parses on its own, whatever the kill left.
         JsonFileStore(path).update(NOW, lambda s, i=i: setattr(s.key("fp3"), "searches", i + 1))
         assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == fp1
+
+
+def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path: Path) -> None:
+    from searchfuse.router.state import MemoryStore, acquire
+    from searchfuse.router.state._model import state_to_json
+
+    path = tmp_path / "quota.json"
+    first, second = JsonFileStore(path), JsonFileStore(path)
+    expected = MemoryStore()
+    steps: list[Any] = [
+        fill(5),
+        lambda s: acquire(s, "fp0001", NOW, rpm=50, window=60.0, honour_hold=True),
+        lambda s: acquire(s, "fp0002", NOW + 1, rpm=50, window=60.0, honour_hold=True),
+        lambda s: acquire(s, "fp0001", NOW + 2, rpm=40, window=60.0, honour_hold=True),  # resized
+        lambda s: s.apply_success("fp0003", "acc", "team", 2.0, NOW),
+        lambda s: setattr(s.key("fp0000"), "last_error", "short"),
+        lambda s: s.hold("fp0004", NOW + 30),
+    ]
+    for i, step in enumerate(steps * 3):
+        (first if i % 2 else second).update(NOW + i, step)
+        expected.update(NOW + i, step)
+        if i == 9:
+            first.cache_set("q", '{"answer": 1}', NOW + 600, 10)
+        if i == 14:
+            second.clear(NOW + i)
+            expected.clear(NOW + i)
+        raw = path.read_bytes()
+        want = expected.read(NOW + i)
+        want.rings = expected._state.rings  # `read` leaves pacing logs out
+        full = state_to_json(want)
+        if i >= 9:
+            full["cache"] = {"q": ['{"answer": 1}', NOW + 600]}
+        made = _json._dumps(full).encode().rstrip()
+        assert raw.rstrip() == made

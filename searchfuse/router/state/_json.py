@@ -16,6 +16,7 @@ import contextlib
 import errno
 import json
 import logging
+import operator
 import os
 import stat
 import threading
@@ -228,23 +229,43 @@ def _encode_entry(value: Any) -> str:
     return _encode(value)
 
 
-def _dumps(data: dict[str, Any]) -> str:
+def _line(name: str, value: Any) -> str:
+    """One entry of a section, as a line of the file."""
+    return f"  {json.dumps(str(name))}: {_encode_entry(value)}"
+
+
+def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, str]] | None = None) -> str:
     """`data` as text with one line per key, account, pacing log and cache entry.
 
     As readable as an indented dump, but every line is written by the C
     encoder (`indent=` makes `json` fall back to pure Python, which costs
     milliseconds per search once pacing logs hold a few thousand times).
+    `lines_of` holds the lines of some sections, already made.
     """
-    lines = []
+    out = []
     for name, value in sorted(data.items()):
-        if isinstance(value, dict) and value:
-            inner = ",\n".join(
-                f"  {json.dumps(str(k))}: {_encode_entry(v)}" for k, v in sorted(value.items())
-            )
-            lines.append(f" {json.dumps(name)}: {{\n{inner}\n }}")
+        lines = lines_of.get(name) if lines_of else None
+        if lines is None and isinstance(value, dict) and value:
+            lines = {str(k): _line(k, v) for k, v in value.items()}
+        if lines:
+            inner = ",\n".join(lines[k] for k in sorted(lines))
+            out.append(f" {json.dumps(name)}: {{\n{inner}\n }}")
         else:
-            lines.append(f" {json.dumps(name)}: {_encode(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+            out.append(f" {json.dumps(name)}: {_encode(value)}")
+    return "{\n" + ",\n".join(out) + "\n}\n"
+
+
+def _same_ring(a: Ring, b: Ring) -> bool:
+    return a.size == b.size and a.seq == b.seq and a.slots == b.slots
+
+
+#: The sections whose entries `JsonFileStore` remembers as lines, and how it
+#: tells that a record is unchanged.
+_SECTIONS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
+    ("keys", operator.eq),
+    ("accounts", operator.eq),
+    ("rings", _same_ring),
+)
 
 
 #: Trailing spaces an in-place write leaves before it truncates the file.
@@ -373,6 +394,8 @@ class JsonFileStore:
         #: only into the file it read.
         self._read_ident: tuple[int, int] | None = None
         self._told_torn = False
+        #: Per section, per name: the record last saved and its line in the file.
+        self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
@@ -487,15 +510,43 @@ class JsonFileStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _save(self, state: State, cache: dict[str, Any]) -> None:
-        data = state_to_json(state)
-        if cache:
-            data["cache"] = cache
-        raw = _dumps(data).encode("utf-8")
+        snapshot = _copy(state)
+        raw = self._encode_state(snapshot, cache)
         if not (self._in_place and self._write_in_place(raw)):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # State is a cache: atomic, but no fsync on every search.
             atomic_write(self.path, raw, durable=False)
-        self._parsed = (raw.rstrip(), _copy(state), cache)
+        self._parsed = (raw.rstrip(), snapshot, cache)
+
+    def _encode_state(self, state: State, cache: dict[str, Any]) -> bytes:
+        """The file's text for `state` (never changed after), made again only
+        for the keys, accounts and pacing logs that changed since the last save:
+        a search changes one key of many, and packing a pacing log is most of
+        the cost of the text."""
+        changed = State(month=state.month, hold_until=state.hold_until, hold_key=state.hold_key)
+        for section, same in _SECTIONS:
+            before = self._lines.get(section, {})
+            target = getattr(changed, section)
+            for name, record in getattr(state, section).items():
+                hit = before.get(name)
+                if hit is None or not same(hit[0], record):
+                    target[name] = record
+        data = state_to_json(changed)
+        if cache:
+            data["cache"] = cache
+        lines_of: dict[str, dict[str, str]] = {}
+        remembered: dict[str, dict[str, tuple[Any, str]]] = {}
+        for section, _ in _SECTIONS:
+            before = self._lines.get(section, {})
+            made, fresh = data[section], getattr(changed, section)
+            lines, kept = {}, {}
+            for name, record in getattr(state, section).items():
+                line = _line(name, made[name]) if name in fresh else before[name][1]
+                lines[str(name)] = line
+                kept[name] = (record, line)
+            lines_of[section], remembered[section] = lines, kept
+        self._lines = remembered
+        return _dumps(data, lines_of).encode("utf-8")
 
     def _write_in_place(self, raw: bytes) -> bool:
         """Write `raw` over the file this transaction read, under the exclusive lock.
