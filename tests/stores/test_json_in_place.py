@@ -428,3 +428,15 @@ def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path
             full["cache"] = {"q": ['{"answer": 1}', NOW + 600]}
         made = _json._dumps(full).encode().rstrip()
         assert raw.rstrip() == made
+
+
+def test_the_lock_file_that_keeps_the_journal_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    lock = tmp_path / "quota.json.lock"
+    lock.write_bytes(b"")
+    lock.chmod(0o644)  # as an older version's lock may be
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    store.update(NOW, bump)  # in place: the journal is in the lock file
+    assert b'"fp1"' in lock.read_bytes()
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600

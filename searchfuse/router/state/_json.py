@@ -82,7 +82,13 @@ class _FlockLock:
                 os.close(self._fd)
             self._fd = None
             self._depth = 0
-        self._fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), PRIVATE)
+        # It keeps a copy of the state (the journal): as private as the state,
+        # also when an older version made it with another mode.
+        with contextlib.suppress(OSError):
+            if stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE:
+                os.fchmod(fd, PRIVATE)
+        self._fd = fd
         self._pid = os.getpid()
         self._depth = 0
         return self._fd
