@@ -283,17 +283,15 @@ _JOURNAL = b"searchfuse-journal-2 %d %d %d %08x w\n"
 
 
 def _read_all(fd: int, size: int = 0) -> bytes:
-    """Everything in regular file `fd` from offset 0 on (`size`: its expected size)."""
+    """Everything in regular file `fd`, just opened (`size`: its expected size)."""
     want = size + 4096
-    chunk = os.pread(fd, want, 0)
+    chunk = os.read(fd, want)
     if len(chunk) < want:  # a regular file reads short only at its end
         return chunk
     chunks = [chunk]
-    offset = len(chunk)
     while chunk:
-        chunk = os.pread(fd, 1 << 16, offset)
+        chunk = os.read(fd, 1 << 16)
         chunks.append(chunk)
-        offset += len(chunk)
     return b"".join(chunks)
 
 
@@ -371,11 +369,13 @@ class JsonFileStore:
     (JSON allows trailing whitespace), so a process killed right after the
     write leaves a whole file; readers hold the lock shared, so they never see
     a write in progress. The bytes of each in-place write are first kept in
-    the lock file with their length and CRC, so a write cut short by a kill
-    (the kernel may stop a multi-page write between pages) is read back from
-    there and repaired by the next write. The write that creates the file,
-    and every write where `flock` does not exist, is a temp file and a
-    rename. The file is mode 0600; state is a cache, so nothing is fsynced.
+    the lock file (mode 0600) with their length, CRC and a mark cleared once
+    the file holds them, so a write cut short by a kill (the kernel may stop a
+    multi-page write between pages) is read from there and completed by the
+    next write. The write that creates the file, a file with another mode or
+    other links, and every write where `flock` does not exist, is a temp file
+    and a rename. The file is mode 0600; state is a cache, so nothing is
+    fsynced.
     A file that is not searchfuse state (a keys file, a directory, a FIFO,
     anything else) is a [`ConfigError`][searchfuse.errors.ConfigError], and is
     never moved or rewritten.
@@ -423,7 +423,8 @@ class JsonFileStore:
         """
         try:
             # O_NONBLOCK: opening a FIFO for reading does not wait for a writer.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(self.path, flags)
         except FileNotFoundError:
             self._read_ident = None
             return None
