@@ -16,6 +16,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import operator
 import os
 import stat
@@ -216,6 +217,23 @@ def _copy(state: State) -> State:
 
 #: One encoder for every entry (`json.dumps(..., sort_keys=True)` makes a new one per call).
 _encode = json.JSONEncoder(sort_keys=True).encode
+#: A string as JSON (what `json.dumps` uses for one).
+_quote = json.encoder.encode_basestring_ascii
+
+
+def _encode_value(value: Any) -> str:
+    """`value` as JSON, as `json.dumps(value, sort_keys=True)` writes it; a
+    string, a number or null without a trip through the encoder."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if value is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    return _encode(value)
 
 
 def _encode_entry(value: Any) -> str:
@@ -237,7 +255,7 @@ def _encode_entry(value: Any) -> str:
 
 def _line(name: str, value: Any) -> str:
     """One entry of a section, as a line of the file."""
-    return f"  {json.dumps(str(name))}: {_encode_entry(value)}"
+    return f"  {_quote(str(name))}: {_encode_entry(value)}"
 
 
 def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, str]] | None = None) -> str:
@@ -255,9 +273,9 @@ def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, str]] | None = No
             lines = {str(k): _line(k, v) for k, v in value.items()}
         if lines:
             inner = ",\n".join(lines[k] for k in sorted(lines))
-            out.append(f" {json.dumps(name)}: {{\n{inner}\n }}")
+            out.append(f" {_quote(name)}: {{\n{inner}\n }}")
         else:
-            out.append(f" {json.dumps(name)}: {_encode(value)}")
+            out.append(f" {_quote(name)}: {_encode_value(value)}")
     return "{\n" + ",\n".join(out) + "\n}\n"
 
 
