@@ -3,6 +3,7 @@ the file that is there now, private, and never over a file that is not state."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -274,7 +275,7 @@ def test_a_write_cut_short_is_read_from_the_journal_and_completed(
         state = JsonFileStore(path).read(NOW)
     assert all(ks.searches == 2 and ks.last_error == "x" * 210 for ks in state.keys.values())
     assert len(state.keys) == 60
-    assert "killed while writing it" in caplog.text
+    assert "did not finish" in caplog.text
     JsonFileStore(path).update(NOW, bump)
     data = json.loads(path.read_bytes())  # completed
     assert data["keys"]["fp1"]["searches"] == 1
@@ -440,3 +441,51 @@ def test_the_lock_file_that_keeps_the_journal_is_private(tmp_path: Path) -> None
     store.update(NOW, bump)  # in place: the journal is in the lock file
     assert b'"fp1"' in lock.read_bytes()
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_a_short_write_is_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(20))
+    real = os.pwrite
+    sizes: list[int] = []
+
+    def at_most_1000(fd: int, data: Any, offset: int) -> int:
+        sizes.append(len(data))
+        return real(fd, bytes(data[:1000]), offset)
+
+    monkeypatch.setattr(os, "pwrite", at_most_1000)
+    store.update(NOW, fill(20, width=60))
+    monkeypatch.setattr(os, "pwrite", real)
+    assert max(sizes) > 1000  # the system wrote less than asked, more than once
+    data = json.loads(path.read_bytes())
+    assert all(k["searches"] == 2 and k["last_error"] == "x" * 60 for k in data["keys"].values())
+
+
+@pytest.mark.parametrize("stop", ["no progress", "No space left on device"])
+def test_a_write_that_stops_part_way_fails_and_is_completed_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, fill(20))
+    real = os.pwrite
+    calls: list[int] = []
+
+    def stuck(fd: int, data: Any, offset: int) -> int:
+        calls.append(offset)
+        if len(calls) == 2:
+            return real(fd, bytes(data[:100]), offset)  # a short write...
+        if len(calls) == 3:  # ...then nothing
+            if stop != "no progress":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return 0
+        return real(fd, data, offset)  # the journal, and its mark
+
+    monkeypatch.setattr(os, "pwrite", stuck)
+    with pytest.raises(OSError, match=f"wrote 100 of .*{stop}"):
+        store.update(NOW, fill(20, width=60))
+    monkeypatch.setattr(os, "pwrite", real)
+    assert len(calls) == 4
+    state = JsonFileStore(path).read(NOW)  # from the journal
+    assert all(ks.searches == 2 and ks.last_error == "x" * 60 for ks in state.keys.values())

@@ -139,32 +139,41 @@ class _FlockLock:
         assert self._fd is not None and self._depth and not self._shared
         header = _JOURNAL % (*ident, len(data), zlib.crc32(data))
         _pwrite_all(self._fd, header + data)
-        return len(header) - 2
+        return len(header) - len(_JOURNAL_MARK)
 
     def journal_done(self, mark: int) -> None:
         """The write the journal holds is in the file."""
         assert self._fd is not None
         os.pwrite(self._fd, b"d", mark)
 
-    def pending(self, ident: tuple[int, int]) -> bytes | None:
-        """The bytes of an in-place write into file `ident` that a killed process
-        never finished, if the lock file holds them whole (the lock is held)."""
+    def journal_cut(self, mark: int, written: int) -> None:
+        """The write failed after its first `written` bytes reached the file."""
+        assert self._fd is not None
+        os.pwrite(self._fd, b"f %010d" % written, mark)
+
+    def pending(self, ident: tuple[int, int]) -> tuple[bytes, int | None] | None:
+        """An in-place write into file `ident` that never finished: its bytes, if
+        the lock file holds them whole, and how many reached the file (None: not
+        known, its process was killed). The lock is held."""
         if self._fd is None or not self._depth or self._pid != os.getpid():
             return None
         line, newline, _ = os.pread(self._fd, 128, 0).partition(b"\n")
-        if not newline or not line.endswith(b" w"):
+        if not newline or line[-12:-11] not in (b"w", b"f"):
             return None  # the usual case: the last write finished
         parts = line.split(b" ")
-        if len(parts) != 6 or parts[0] != _JOURNAL.split(b" ")[0]:
+        if len(parts) != 7 or parts[0] != _JOURNAL.split(b" ")[0]:
             return None
         try:
             dev, ino, size, crc = int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4], 16)
+            written = int(parts[6])
         except ValueError:
             return None
         if (dev, ino) != ident:
             return None
         data = os.pread(self._fd, size, len(line) + 1)
-        return data if len(data) == size and zlib.crc32(data) == crc else None
+        if len(data) != size or zlib.crc32(data) != crc:
+            return None
+        return data, (written if parts[5] == b"f" else None)
 
     def close(self) -> None:
         if self._fd is not None and self._pid == os.getpid() and not self._depth:
@@ -296,8 +305,10 @@ _SECTIONS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
 MAX_PADDING = 4096
 #: The journal's header in the lock file: magic, the state file's device and
 #: inode, length and CRC-32 of the bytes, then `w` while they are being written
-#: to the state file and `d` once they are.
-_JOURNAL = b"searchfuse-journal-2 %d %d %d %08x w\n"
+#: to the state file, `d` once they are, `f` and how many bytes reached the
+#: file when the write failed.
+_JOURNAL_MARK = b"w 0000000000\n"
+_JOURNAL = b"searchfuse-journal-2 %d %d %d %08x " + _JOURNAL_MARK
 
 
 def _read_all(fd: int, size: int = 0) -> bytes:
@@ -313,14 +324,44 @@ def _read_all(fd: int, size: int = 0) -> bytes:
     return b"".join(chunks)
 
 
+class _WriteCut(OSError):
+    """A write that failed after `written` of its bytes reached the file."""
+
+    def __init__(self, written: int, total: int, cause: str) -> None:
+        super().__init__(errno.EIO, f"wrote {written} of {total} bytes ({cause})")
+        self.written = written
+
+
 def _pwrite_all(fd: int, data: bytes) -> None:
-    """`data` at offset 0 of `fd`: one `pwrite`, continued if the system wrote less."""
-    done = os.pwrite(fd, data, 0)
-    while done < len(data):
-        more = os.pwrite(fd, data[done:], done)
-        if more <= 0:
-            raise OSError(errno.EIO, f"wrote {done} of {len(data)} bytes")
-        done += more
+    """`data` at offset 0 of `fd`: one `pwrite`, continued if the system wrote
+    less; `_WriteCut` if it stops making progress or fails part-way."""
+    done = 0
+    try:
+        done = os.pwrite(fd, data, 0)
+        while done < len(data):
+            more = os.pwrite(fd, data[done:], done)
+            if more <= 0:
+                raise _WriteCut(done, len(data), "no progress")
+            done += more
+    except _WriteCut:
+        raise
+    except OSError as exc:
+        if not done:
+            raise
+        raise _WriteCut(done, len(data), exc.strerror or str(exc)) from None
+
+
+def _unfinished(raw: bytes, pending: tuple[bytes, int | None] | None) -> bytes | None:
+    """The bytes of the unfinished write `pending` (see `_FlockLock.pending`) if
+    file content `raw` begins with what that write put there: the bytes it
+    reported, or after a kill the first page (the kernel stops a write between
+    pages). None: the file is read as it is."""
+    if pending is None:
+        return None
+    data, written = pending
+    if written is None:
+        return data if raw[:4096] == data[:4096] else None
+    return data if written > 0 and raw[:written] == data[:written] else None
 
 
 def not_state(path: Path, what: str) -> ConfigError:
@@ -388,13 +429,13 @@ class JsonFileStore:
     write leaves a whole file; readers hold the lock shared, so they never see
     a write in progress. The bytes of each in-place write are first kept in
     the lock file (mode 0600) with their length, CRC and a mark cleared once
-    the file holds them, so a write cut short by a kill (the kernel may stop a
-    multi-page write between pages) is read from there and completed by the
-    next write. The write that creates the file, a file with another mode or
-    other links, and every write where `flock` does not exist, is a temp file
-    and a rename. The file is mode 0600; state is a cache, so nothing is
-    fsynced.
-    A file that is not searchfuse state (a keys file, a directory, a FIFO,
+    the file holds them, so a write cut short (its process killed, which may
+    stop the kernel between pages, or the disk failing part-way, which the
+    caller is told) is read from there and completed by the next write. The
+    write that creates the file, a file with another mode or other links, and
+    every write where `flock` does not exist, is a temp file and a rename.
+    The file is mode 0600; state is a cache, so nothing is fsynced. A file
+    that is not searchfuse state (a keys file, a directory, a FIFO,
     anything else) is a [`ConfigError`][searchfuse.errors.ConfigError], and is
     never moved or rewritten.
     """
@@ -461,18 +502,17 @@ class JsonFileStore:
                 with self._locked(shared=True):
                     raw = _read_all(fd, info.st_size)
                     pending = self._lock.pending(ident)
-                # A write cut short by a kill (the kernel may stop a write between
-                # pages) is read from its journal; the first page tells that the
-                # file is still the one it was written to.
-                if pending is not None and raw[:4096] == pending[:4096]:
-                    if raw != pending and not self._told_torn:
+                data = _unfinished(raw, pending)
+                if data is not None:
+                    if raw != data and not self._told_torn:
                         self._told_torn = True
                         log.warning(
-                            "%s: a process was killed while writing it; read from "
-                            "the copy it kept, the next write completes it",
+                            "%s: a write to it did not finish (its process was killed, or "
+                            "the disk failed); read from the copy it kept, the next write "
+                            "completes it",
                             self.path.name,
                         )
-                    raw = pending
+                    raw = data
             else:
                 raw = _read_all(fd, info.st_size)
         except OSError as exc:
@@ -604,7 +644,12 @@ class JsonFileStore:
                 return False
             data = raw + b" " * (info.st_size - len(raw))
             mark = self._lock.write_journal((info.st_dev, info.st_ino), data)
-            _pwrite_all(fd, data)
+            try:
+                _pwrite_all(fd, data)
+            except _WriteCut as cut:
+                # Readers complete it from the journal; the caller is told.
+                self._lock.journal_cut(mark, cut.written)
+                raise
             if len(data) - len(raw) > MAX_PADDING:
                 # A kill before this leaves the padded file, which is as valid.
                 os.ftruncate(fd, len(raw))
