@@ -1,6 +1,6 @@
 """The router's per-search cost against a plain httpx request to the same loopback server.
 
-Run: ``python benchmarks/bench_router.py [--rounds 5] [--calls 200]``
+Run: ``python benchmarks/bench_router.py [--rounds 5] [--calls 200] [--batch 10]``
 
 Both sides talk real HTTP to the simulated Tavily on 127.0.0.1, served by a
 separate process (in a thread of this one, the server would take the GIL
@@ -56,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=10, help="calls per turn of a variant")
     args = parser.parse_args()
 
     body = {"query": "benchmark query", "max_results": 5, "include_usage": True}
@@ -90,9 +91,19 @@ def run(args: argparse.Namespace, url: str, body: dict[str, Any]) -> None:
         for fn in variants.values():  # warm up pools, first /usage syncs
             per_call(fn, 20)
         samples: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(args.rounds):
-            for name, fn in variants.items():
-                samples[name].append(per_call(fn, args.calls))
+        names = list(variants)
+        batches = max(1, args.calls // args.batch)
+        for r in range(args.rounds):
+            spent = dict.fromkeys(names, 0.0)
+            # Within a round the variants take turns every `batch` calls, so a
+            # slow second of the machine hits them all; each turn starts with
+            # another variant, so none is always measured last.
+            for b in range(batches):
+                k = (r + b) % len(names)
+                for name in names[k:] + names[:k]:
+                    spent[name] += per_call(variants[name], args.batch) * args.batch
+            for name in names:
+                samples[name].append(spent[name] / (batches * args.batch))
         plain.close()
         for router in (in_memory, sqlite, on_disk):
             router.close()
