@@ -364,6 +364,8 @@ class Router:
         self._ranking = Ranking(self.config.keys)
         self._view_state: State | None = None
         self._view_token: Any = None
+        #: The last grant found the store unchanged by others (see `_pick_with_state`).
+        self._trusted = False
         self._pending: list[Callable[[State], None]] = []
         self._pending_lock = threading.Lock()
         self._warn_if_degraded(_missing)
@@ -503,7 +505,22 @@ class Router:
         """The key to use next, with the state snapshot it was chosen from."""
         now = self.now()
         with self._view_lock:
-            state = self._refresh(now)
+            trusted, self._trusted = self._trusted, False
+            sticky = self._sticky
+            if (
+                trusted
+                and self._view_state is not None
+                and sticky is not None
+                and now - sticky[1] < STICKY_WINDOW
+                and sticky[0] not in tried
+            ):
+                # The store's last grant to this router found nothing written by
+                # anyone else since its own writes: a burst staying on its key
+                # need not ask the store again. The next grant decides under the
+                # store's lock anyway (hold, cooldown, pacing), on fresh rows.
+                state = self._view_state
+            else:
+                state = self._refresh(now)
             # The hold and the parked key are written in one update, so a thread
             # that sees the key parked also sees the hold (no walk to the next key).
             self._refuse_if_held(state, now)
@@ -605,6 +622,7 @@ class Router:
             result: Grant = grant(
                 now, fp, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
             )
+            self._trusted = result.verdict == "ok" and result.fresh
             return result
         return self.store.update(
             now,
@@ -867,6 +885,8 @@ class Router:
                 yield _Sleep(wait)
                 paced.clear()
                 continue
+            if not synced and self._sync_due(entry, state, now):
+                state = self._view(now)  # the figures may be newer than the pick's view
             if not synced and self._sync_due(entry, state, now) and self._reserve_usage_call(entry):
                 synced = True
                 status = self._record_usage(entry, (yield _Usage(entry)))

@@ -202,3 +202,102 @@ def test_a_key_recovering_from_an_error_is_cleared_by_its_next_success(tmp_path:
     assert store.updates == 2
     router.search("served again")
     assert store.updates == 3
+
+
+class Looks:
+    """A store that counts how often a router asks it what changed."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.looks = 0
+
+    def changes(self, now: float, since: Any) -> Any:
+        self.looks += 1
+        return self.inner.changes(now, since)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def two_routers(
+    tmp_path: Path, keys: tuple[str, ...] = (K1, K2)
+) -> tuple[FakeClock, FakeTavily, Looks, Router, Router]:
+    clock = FakeClock()
+    fake = FakeTavily(keys, clock=clock)
+    looks = Looks(SqliteStore(tmp_path / "s.db"))
+    ours = Router(
+        list(keys),
+        state=looks,  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+    )
+    # Another process on the same file.
+    other = Router(
+        list(keys),
+        state=SqliteStore(tmp_path / "s.db"),
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+    )
+    return clock, fake, looks, ours, other
+
+
+def test_a_burst_on_one_key_does_not_reread_the_store_between_searches(tmp_path: Path) -> None:
+    clock, fake, looks, ours, _ = two_routers(tmp_path)
+    ours.search("first")
+    ours.search("second")
+    looks.looks = 0
+    for i in range(5):
+        clock.advance(0.1)
+        ours.search(f"burst {i}")
+    assert looks.looks == 0
+    assert len(set(r.key_fingerprint for r in fake.searches[-5:])) == 1
+    assert counted(ours)[0] == 7
+
+
+def test_a_key_another_process_parked_is_not_used_by_the_next_search(tmp_path: Path) -> None:
+    clock, fake, _, ours, other = two_routers(tmp_path)
+    ours.search("first")
+    ours.search("second")
+    used = fake.searches[-1].key_fingerprint
+    parked = next(e for e in ours.keys if e.fingerprint == used)
+    other.store.update(
+        ours.now(), lambda s: s.key(parked.fingerprint).park(ours.now(), 300, "upstream")
+    )
+    before = len(fake.searches)
+    clock.advance(0.1)
+    ours.search("after the park")
+    assert len(fake.searches) == before + 1
+    assert fake.searches[-1].key_fingerprint != used
+
+
+def test_a_hold_another_process_set_refuses_the_next_search_without_a_request(
+    tmp_path: Path,
+) -> None:
+    from searchfuse import CooldownActive
+
+    clock, fake, _, ours, other = two_routers(tmp_path)
+    ours.search("first")
+    ours.search("second")
+    fp = fake.searches[-1].key_fingerprint
+    other.store.update(ours.now(), lambda s: s.hold(fp, ours.now() + 60))
+    before = len(fake.searches)
+    clock.advance(0.1)
+    with pytest.raises(CooldownActive):
+        ours.search("held")
+    assert len(fake.searches) == before
+
+
+def test_a_sync_another_process_made_is_not_made_again(tmp_path: Path) -> None:
+    clock, fake, _, ours, other = two_routers(tmp_path, (K1,))
+    ours.search("first: syncs")
+    clock.advance(1799.5)
+    ours.search("second: the figures are not yet stale (sync_interval: 1800 s)")
+    clock.advance(0.6)
+    other.search("the other process finds them stale, syncs and searches")
+    assert len(fake.usage_requests) == 2
+    clock.advance(0.1)
+    ours.search("third: same burst; the view that was stale is looked at again")
+    assert len(fake.usage_requests) == 2
+    assert len(fake.searches) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -266,7 +267,8 @@ def test_the_stores_own_grant_decides_and_writes_as_the_generic_one(
                 s, "fp1", now, rpm=rpm, window=61.0, honour_hold=True, charge=charge
             ),
         )
-        assert got == want, (name, i)
+        # `fresh` says how the store knew the rows, not what it decided.
+        assert dataclasses.replace(got, fresh=False) == want, (name, i)
         assert fast.read(now) == generic.read(now)
         assert fast.changes(now, None).keys == generic.changes(now, None).keys
     if rpm is not None:

@@ -803,6 +803,9 @@ class Grant:
     hold_key: str | None = None
     #: With `"ok"` and a charge: the key already looked as a success leaves it.
     clean: bool = False
+    #: The store decided on records it knew to be current: nothing was
+    #: written by another process (or store) since its own last write.
+    fresh: bool = False
 
 
 GRANTED = Grant("ok")

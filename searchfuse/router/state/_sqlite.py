@@ -27,8 +27,6 @@ from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._json import not_state
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
-    GRANTED,
-    GRANTED_CLEAN,
     KEY_FIELDS,
     AccountUsage,
     Availability,
@@ -267,6 +265,9 @@ CHECKPOINT_EVERY = 64
 #: background one falls behind (its default, 1000 pages, runs every ~150 searches
 #: and costs a search tens of milliseconds on a slow disk).
 _AUTOCHECKPOINT_PAGES = 10_000
+#: Grants of `SqliteStore.grant` taken on remembered rows.
+_FRESH = Grant("ok", fresh=True)
+_FRESH_CLEAN = Grant("ok", clean=True, fresh=True)
 #: The page size of a new database file.
 _PAGE_SIZE = 1024
 #: Own commits remembered to answer `changes` without reading rows.
@@ -849,7 +850,7 @@ class SqliteStore:
                 ks, acc = copied(known_key), copied(known_account)
                 ks.account = charge.account
                 acc.local_credits += charge.credits
-                grant = GRANTED_CLEAN if ks.charge(now, charge.credits) else GRANTED
+                grant = _FRESH_CLEAN if ks.charge(now, charge.credits) else _FRESH
                 rev = meta[3] + 1
                 conn.execute(
                     "UPDATE keys SET account = ?, searches = ?, last_used_at = ?, "
