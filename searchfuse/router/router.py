@@ -744,6 +744,7 @@ class Router:
     def _record_served(self, now: float, entry: KeyEntry, change: Callable[[State], None]) -> None:
         """Record what a served answer changed. Tavily has served (and charged): a store
         that fails now must not lose the result, so the change waits for the next write."""
+        self._trusted = False  # the view does not show what this writes
         with self._pending_lock:
             pending, self._pending = self._pending, []
         pending.append(change)
@@ -782,6 +783,7 @@ class Router:
 
         `refund`: the search was counted when granted, and was not served.
         """
+        self._trusted = False  # the view does not show what this writes
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]
         hold = reaction.holds_router and self.on_429 != "failover"

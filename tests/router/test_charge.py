@@ -24,6 +24,7 @@ class Counting:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.updates = 0
+        self.grants: list[str] = []
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
         self.updates += 1
@@ -37,6 +38,7 @@ class Counting:
         def grant(*args: Any, **kwargs: Any) -> Any:
             # A store's own way to the pacing decision: one transaction too.
             self.updates += 1
+            self.grants.append(args[1])
             return attr(*args, **kwargs)
 
         return grant
@@ -301,3 +303,20 @@ def test_a_sync_another_process_made_is_not_made_again(tmp_path: Path) -> None:
     ours.search("third: same burst; the view that was stale is looked at again")
     assert len(fake.usage_requests) == 2
     assert len(fake.searches) == 4
+
+
+def test_after_a_failure_the_next_search_sees_the_park_without_asking_the_parked_key(
+    tmp_path: Path,
+) -> None:
+    fake, store, router = setup("sqlite", tmp_path, max_keys_per_call=1)
+    router.search("second: the burst is on one key")
+    failed = fake.searches[-1].key_fingerprint
+    fake.fail_next(500)
+    with pytest.raises((SearchFailed, SearchRefused)):
+        router.search("fails and parks that key")
+    store.grants = []
+    router._clock.advance(0.1)  # type: ignore[union-attr]  # same burst
+    router.search("served by the other key")
+    assert fake.searches[-1].key_fingerprint != failed
+    # One grant, on the other key: the parked key was not asked for a slot.
+    assert store.grants == [fake.searches[-1].key_fingerprint]
