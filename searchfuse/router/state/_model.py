@@ -235,6 +235,11 @@ class KeyState:
         self.local_credits = max(0.0, self.local_credits - credits)
 
 
+#: The fields `State.charge` changes, of the key and of its account.
+CHARGED_KEY_FIELDS = ("account", "searches", "last_used_at", "local_credits")
+CHARGED_ACCOUNT_FIELDS = ("local_credits",)
+
+
 class Ring:
     """The times of the last `size` events of one kind: a sliding-window log.
 
@@ -371,7 +376,11 @@ class State:
     def charge(
         self, fp: str, account_id: str, account: str | None, credits: float, now: float
     ) -> bool:
-        """Count a search on `fp` before it is sent (see `KeyState.charge`)."""
+        """Count a search on `fp` before it is sent (see `KeyState.charge`).
+
+        Changes only `CHARGED_KEY_FIELDS` of the key and `CHARGED_ACCOUNT_FIELDS`
+        of the account (a store may write just those).
+        """
         ks = self.key(fp)
         ks.account = account
         self.account(account_id).local_credits += credits

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import sqlite3
 import threading
@@ -27,9 +26,10 @@ from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._json import not_state
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
+    CHARGED_ACCOUNT_FIELDS,
+    CHARGED_KEY_FIELDS,
     KEY_FIELDS,
     AccountUsage,
-    Availability,
     Charge,
     Grant,
     KeyState,
@@ -112,6 +112,13 @@ def _upsert(table: str, pk: str, cols: tuple[str, ...]) -> str:
 
 
 _UPSERT_KEY = _upsert("keys", "fp", _KEY_COLS)
+_CHARGE_KEY = (
+    f"UPDATE keys SET {', '.join(f'{c} = ?' for c in CHARGED_KEY_FIELDS)}, rev = ? WHERE fp = ?"
+)
+_CHARGE_ACCOUNT = (
+    f"UPDATE accounts SET {', '.join(f'{c} = ?' for c in CHARGED_ACCOUNT_FIELDS)}, rev = ? "
+    "WHERE name = ?"
+)
 #: `UPDATE ... SET` statements by table and changed columns (a search changes the same few).
 _UPDATE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 _USAGE_COLS = ("key_usage", "key_limit", "search_usage")
@@ -243,6 +250,31 @@ def _ring_sized(conn: sqlite3.Connection, name: str, size: int) -> Ring:
             (name, ring.size, ring.seq),
         )
     return ring
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK")
+
+
+class _Known(State):
+    """The records `SqliteStore.grant` remembers, as a state `acquire` can decide on;
+    its pacing log is the database's."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        meta: tuple[Any, ...],
+        keys: dict[str, KeyState],
+        accounts: dict[str, AccountUsage],
+    ) -> None:
+        super().__init__(
+            month=meta[0], keys=keys, accounts=accounts, hold_until=meta[1], hold_key=meta[2]
+        )
+        self._conn = conn
+
+    def take(self, name: str, limit: int, window: float, now: float) -> float:
+        return _take(self._conn, name, limit, window, now)
 
 
 def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
@@ -464,25 +496,28 @@ class SqliteStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._begin()
+        try:
+            yield conn
+        except BaseException:
+            _rollback(conn)
+            raise
+        self._commit(conn)
+
+    def _begin(self) -> sqlite3.Connection:
+        """This thread's connection, in a write transaction (waits up to `busy_timeout`)."""
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._error(exc) from None
-        try:
-            yield conn
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        self._commit(conn)
+        return conn
 
     def _commit(self, conn: sqlite3.Connection) -> None:
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise self._error(exc) from None
         self._commits += 1
         if self._commits % CHECKPOINT_EVERY == 0:
@@ -709,13 +744,9 @@ class SqliteStore:
     # -- the Store interface --------------------------------------------------------------
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
-        # The transaction is spelled out (not `_transaction()`): this is every
-        # search's one write, and a context manager costs it a few microseconds.
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
+        # The transaction is spelled out (not `_transaction()`): a context
+        # manager costs a write a few microseconds.
+        conn = self._begin()
         try:
             meta = self._meta(conn, now)
             start = (meta[4], meta[3])
@@ -749,8 +780,7 @@ class SqliteStore:
                     (tx.hold_until, tx.hold_key, rev),
                 )
         except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         self._commit(conn)
         # Committed: remember what the database now holds.
@@ -808,22 +838,19 @@ class SqliteStore:
 
         Every search asks this once. When the key's and its account's rows are
         remembered (nothing was committed since this process last wrote them),
-        the decision is taken on them directly and only the changed columns are
+        `acquire` decides on copies of them, without the bookkeeping of a
+        transaction that may load anything, and the columns it changed are
         written; otherwise this is that `update`.
         """
 
-        def generic(state: State) -> Grant:
+        def decide(state: State) -> Grant:
             return acquire(
                 state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
             )
 
         if charge is None:
-            return self.update(now, generic)
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
+            return self.update(now, decide)
+        conn = self._begin()
         try:
             meta = self._meta(conn, now)
             start = (meta[4], meta[3])
@@ -831,48 +858,36 @@ class SqliteStore:
             known_key = current.get(("k", fp))
             known_account = current.get(("a", charge.account_id))
             if known_key is None or known_account is None:
-                conn.execute("ROLLBACK")
-                return self.update(now, generic)
-            written = False
-            hold_until = meta[1]
-            if honour_hold and hold_until is not None and hold_until > now:
-                grant = Grant("held", hold_until - now, hold_key=meta[2])
-            elif (availability := known_key.availability(now)) is not Availability.AVAILABLE:
-                wait = (
-                    known_key.cooldown_left(now)
-                    if availability is Availability.COOLING
-                    else math.inf
-                )
-                grant = Grant("blocked", wait, availability)
-            elif rpm is not None and (wait := _take(conn, f"search:{fp}", rpm, window, now)) > 0:
-                grant = Grant("paced", wait)
-            else:
-                ks, acc = copied(known_key), copied(known_account)
-                ks.account = charge.account
-                acc.local_credits += charge.credits
-                grant = _FRESH_CLEAN if ks.charge(now, charge.credits) else _FRESH
+                _rollback(conn)
+                return self.update(now, decide)
+            state = _Known(
+                conn,
+                meta,
+                {fp: copied(known_key)},
+                {charge.account_id: copied(known_account)},
+            )
+            grant = decide(state)
+            ks, acc = state.keys[fp], state.accounts[charge.account_id]
+            written = grant.verdict == "ok"
+            if written:
                 rev = meta[3] + 1
+                # A grant changes only what a charge does: no comparing of fields.
+                conn.execute(_CHARGE_KEY, (*(getattr(ks, c) for c in CHARGED_KEY_FIELDS), rev, fp))
                 conn.execute(
-                    "UPDATE keys SET account = ?, searches = ?, last_used_at = ?, "
-                    "local_credits = ?, rev = ? WHERE fp = ?",
-                    (ks.account, ks.searches, ks.last_used_at, ks.local_credits, rev, fp),
-                )
-                conn.execute(
-                    "UPDATE accounts SET local_credits = ?, rev = ? WHERE name = ?",
-                    (acc.local_credits, rev, charge.account_id),
+                    _CHARGE_ACCOUNT,
+                    (*(getattr(acc, c) for c in CHARGED_ACCOUNT_FIELDS), rev, charge.account_id),
                 )
                 conn.execute("UPDATE searchfuse_meta SET seq = ?", (rev,))
-                written = True
         except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         self._commit(conn)
-        if written:
-            with self._sync_lock:
-                if self._known == start:
-                    self._wrote(start, rev, {fp: ks}, {charge.account_id: acc})
-        return grant
+        if not written:
+            return grant
+        with self._sync_lock:
+            if self._known == start:
+                self._wrote(start, rev, {fp: ks}, {charge.account_id: acc})
+        return _FRESH_CLEAN if grant.clean else _FRESH
 
     def _own_changes(
         self, token: tuple[Any, Any], since: Any
