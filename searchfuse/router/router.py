@@ -469,13 +469,7 @@ class Router:
         changes = self.store.changes(now, self._view_token)
         old = self._view_state
         if changes.complete or old is None or old.month != changes.month:
-            state = State(
-                month=changes.month,
-                keys=changes.keys,
-                accounts=changes.accounts,
-                hold_until=changes.hold_until,
-                hold_key=changes.hold_key,
-            )
+            state = changes.as_state()
             self._ranking.update(state, None, ())
         elif (
             changes.keys

@@ -186,7 +186,4 @@ class Ranking:
             c: Candidate | None = candidate(self.entries[fp], self.state)
         else:
             c = self.cands.get(fp)
-        if c is None or blocked_reason(c, now) is not None:
-            return None
-        # A key the order would skip (disabled, exhausted) cannot serve either.
-        return None if c.state.disabled or c.state.exhausted else c
+        return c if c is not None and blocked_reason(c, now) is None else None

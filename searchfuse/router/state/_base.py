@@ -39,6 +39,16 @@ class Changes:
     keys: dict[str, KeyState] = field(default_factory=dict)
     accounts: dict[str, AccountUsage] = field(default_factory=dict)
 
+    def as_state(self) -> State:
+        """These records as a `State` (the whole state when `complete`)."""
+        return State(
+            month=self.month,
+            keys=self.keys,
+            accounts=self.accounts,
+            hold_until=self.hold_until,
+            hold_key=self.hold_key,
+        )
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -50,6 +60,11 @@ class Store(Protocol):
     demand, so `change` reaches them through `state.key()`,
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
+
+    A store may also offer `grant(now, fp, *, rpm, window, honour_hold,
+    charge=None) -> Grant`: the same decision as `update(now, lambda s:
+    acquire(s, fp, now, ...))`, made more cheaply (the router uses it when
+    present; `SqliteStore` has one).
     """
 
     def read(self, now: float) -> State:

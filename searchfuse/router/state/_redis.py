@@ -439,14 +439,7 @@ class RedisStore:
         return Changes(token, complete, month, hold_until, hold_key, keys, accounts)
 
     def read(self, now: float) -> State:
-        changes = self.changes(now, None)
-        return State(
-            month=changes.month,
-            keys=changes.keys,
-            accounts=changes.accounts,
-            hold_until=changes.hold_until,
-            hold_key=changes.hold_key,
-        )
+        return self.changes(now, None).as_state()
 
     def clear(self, now: float) -> None:
         self._call(self._roll, month_of(now), now, everything=True)

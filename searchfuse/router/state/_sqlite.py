@@ -918,15 +918,7 @@ class SqliteStore:
             return keys, accounts
 
     def read(self, now: float) -> State:
-        changes = self.changes(now, None)
-        state = State(
-            month=changes.month,
-            keys=changes.keys,
-            accounts=changes.accounts,
-            hold_until=changes.hold_until,
-            hold_key=changes.hold_key,
-        )
-        return state
+        return self.changes(now, None).as_state()
 
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
