@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from searchfuse.testing import FakeTavily
@@ -66,34 +64,14 @@ WORKER = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def redis_server(folder: Path) -> Iterator[str]:
-    exe = shutil.which("redis-server")
-    if exe is None:
+def redis_server(folder: Path) -> AbstractContextManager[str]:
+    """The test suite's redis-server on a free loopback port in `folder` (yields its URL)."""
+    if shutil.which("redis-server") is None:
         raise SystemExit("redis-server is not on PATH; pass --redis URL")
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.01)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=5)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.stores.redis_server import redis_server as start
+
+    return start(folder)
 
 
 def run(kind: str, where: str, args: argparse.Namespace) -> dict[str, float]:
