@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import math
 import os
@@ -79,6 +78,7 @@ from searchfuse.router.tavily import (
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
     USAGE_WINDOW,
+    JSONBody,
     Reply,
     TavilyHTTP,
     Usage,
@@ -1092,7 +1092,8 @@ class Router:
         # Count credits locally instead of asking /usage before every request (incident 3).
         sent.setdefault("include_usage", True)
         try:
-            json.dumps(sent, allow_nan=False, ensure_ascii=False).encode("utf-8")
+            # Encoded once, here, before any key is granted; the request sends this text.
+            return JSONBody(sent)
         except UnicodeEncodeError:
             # A lone surrogate: half an emoji, cut off in a model's JSON tool call.
             raise BadRequest(
@@ -1101,7 +1102,6 @@ class Router:
             ) from None
         except (TypeError, ValueError) as exc:
             raise BadRequest(f"the parameters cannot be sent as JSON ({exc})") from None
-        return sent
 
     # -- drivers ---------------------------------------------------------------------
 

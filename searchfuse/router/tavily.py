@@ -44,10 +44,12 @@ __all__ = [
     "USAGE_CALLS_PER_WINDOW",
     "USAGE_WINDOW",
     "DeadlineExceeded",
+    "JSONBody",
     "Reply",
     "ResponseTooLarge",
     "TavilyHTTP",
     "Usage",
+    "encode_json",
     "error_detail",
     "figure",
     "key_left",
@@ -404,6 +406,69 @@ class _Body:
         return b"".join(self.chunks)
 
 
+def encode_json(body: dict[str, Any]) -> bytes:
+    """`body` as the JSON text sent to Tavily (UTF-8, no NaN or infinity).
+
+    Raises `ValueError`, `TypeError` or `UnicodeEncodeError` for what JSON
+    cannot carry.
+    """
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
+
+
+class JSONBody(dict[str, Any]):
+    """A request body checked once, with its JSON text (`content`) encoded then.
+
+    The router encodes a body when it checks it, before any key is granted;
+    the request sends that text instead of encoding the body again.
+    """
+
+    __slots__ = ("content",)
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body)
+        self.content = encode_json(self)
+
+
+class _Jarless(httpx.Cookies):
+    """A cookie jar that keeps nothing."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+    def set(self, name: str, value: str, domain: str = "", path: str = "/") -> None:
+        return None
+
+
+class _WithoutCookies:
+    """An httpx client that keeps no cookies.
+
+    Tavily's API sets none; a jar shared by every key would send a cookie one
+    key's answer set with another key's requests, and parsing each answer for
+    cookies was a tenth of the client's work per request.
+    """
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        raise TypeError("the router's HTTP client keeps no cookies")
+
+
+class _Client(_WithoutCookies, httpx.Client):
+    pass
+
+
+class _AsyncClient(_WithoutCookies, httpx.AsyncClient):
+    pass
+
+
+_NO_COOKIES = _Jarless()
+
+
 def _over(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
@@ -444,6 +509,8 @@ class TavilyHTTP:
         #: relative path on every request, which costs more than the rest of
         #: building it.
         self._urls: dict[str, httpx.URL] = {}
+        #: Each key's request headers: the client's own and ours, merged once.
+        self._key_headers: dict[str, httpx.Headers] = {}
 
     def __repr__(self) -> str:
         return f"TavilyHTTP({self.base_url!r})"
@@ -452,12 +519,48 @@ class TavilyHTTP:
     def _headers(key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
+    @staticmethod
+    def _content(body: dict[str, Any] | None) -> bytes | None:
+        if body is None:
+            return None
+        if isinstance(body, JSONBody):
+            return body.content
+        return encode_json(body)
+
     def _url(self, client: httpx.Client | httpx.AsyncClient, path: str) -> httpx.URL:
         url = self._urls.get(path)
         if url is None:
             # The URL httpx itself makes of the base URL and `path`.
             url = self._urls[path] = client.build_request("GET", path).url
         return url
+
+    def _build(
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        method: str,
+        path: str,
+        key: str,
+        body: dict[str, Any] | None,
+        deadline: float | None,
+        base: httpx.Timeout | None,
+    ) -> httpx.Request:
+        """The request `client.build_request` would make, without merging the
+        client's headers, URL and cookies anew each time."""
+        headers = self._key_headers.get(key)
+        if headers is None:
+            # The client was made without headers: its own are httpx's defaults,
+            # the same for the sync and the async client.
+            headers = httpx.Headers(client.headers)
+            headers.update(self._headers(key))
+            if len(self._key_headers) < 10_000:
+                self._key_headers[key] = headers
+        return httpx.Request(
+            method,
+            self._url(client, path),
+            content=self._content(body),
+            headers=headers,
+            extensions={"timeout": self._timeout(deadline, base).as_dict()},
+        )
 
     @property
     def client(self) -> httpx.Client:
@@ -467,7 +570,7 @@ class TavilyHTTP:
             with self._lock:
                 client = self._client
                 if client is None:
-                    client = self._client = httpx.Client(
+                    client = self._client = _Client(
                         base_url=self.base_url,
                         timeout=self.timeout,
                         transport=self._transport or _deadline_transport(),
@@ -484,7 +587,7 @@ class TavilyHTTP:
             with self._lock:
                 client = self._aclients.get(loop)
                 if client is None:
-                    client = httpx.AsyncClient(
+                    client = _AsyncClient(
                         base_url=self.base_url,
                         timeout=self.timeout,
                         transport=self._async_transport,
@@ -518,13 +621,7 @@ class TavilyHTTP:
         token = _deadline.set(deadline)
         try:
             client = self.client
-            request = client.build_request(
-                method,
-                self._url(client, path),
-                json=body,
-                headers=self._headers(key),
-                timeout=self._timeout(deadline, base),
-            )
+            request = self._build(client, method, path, key, body, deadline, base)
             response = client.send(request, stream=True)
             try:
                 read = _Body(response.status_code)
@@ -554,13 +651,7 @@ class TavilyHTTP:
         client = self.aclient
         try:
             with anyio.fail_after(left):
-                request = client.build_request(
-                    method,
-                    self._url(client, path),
-                    json=body,
-                    headers=self._headers(key),
-                    timeout=self._timeout(deadline, base),
-                )
+                request = self._build(client, method, path, key, body, deadline, base)
                 response = await client.send(request, stream=True)
                 try:
                     read = _Body(response.status_code)

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from searchfuse import NoKeyAvailable, Router
+from searchfuse import BadRequest, NoKeyAvailable, Router
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
 K1, K2, K3, K4 = TEST_KEYS
@@ -93,3 +93,69 @@ def test_each_endpoint_goes_to_the_base_url_joined_with_its_path(base: str, expe
         expected,
         expected.replace("/search", "/extract"),
     ]
+
+
+def _recording(seen: list[httpx.Request], cookie: bool = False) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        request.read()
+        seen.append(request)
+        if request.url.path == "/usage":
+            return httpx.Response(404)
+        headers = {"Set-Cookie": "session=abc; Path=/"} if cookie else {}
+        if request.headers["Authorization"].endswith("0001"):
+            return httpx.Response(503, headers=headers, json={"detail": {"error": "down"}})
+        return httpx.Response(200, headers=headers, json={"results": [], "usage": {"credits": 1}})
+
+    return httpx.MockTransport(handler)
+
+
+def test_each_request_carries_its_own_key_and_the_body_checked_before_it() -> None:
+    seen: list[httpx.Request] = []
+    router = Router([K1, K2], transport=_recording(seen))
+    result = router.search("café ☕ prices", search_depth="advanced", topic=None)
+    searches = [r for r in seen if r.url.path == "/search"]
+    assert [r.headers["Authorization"] for r in searches] == [f"Bearer {K1}", f"Bearer {K2}"]
+    for request in searches:
+        # One JSON text, UTF-8 as is, what httpx's json= would send.
+        assert request.content == (
+            '{"query":"café ☕ prices","max_results":5,"search_depth":"advanced",'
+            '"include_usage":true}'
+        ).encode()
+        assert request.headers["Content-Type"] == "application/json"
+        assert request.headers["Content-Length"] == str(len(request.content))
+        assert request.headers["User-Agent"].startswith("python-httpx/")
+    assert result["searchfuse"]["key"] == "tvly-dev-…0002"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "half \ud83d an emoji", object()])
+def test_a_body_json_cannot_carry_is_refused_before_any_request(bad: object) -> None:
+    seen: list[httpx.Request] = []
+    router = Router([K1, K2], transport=_recording(seen))
+    with pytest.raises(BadRequest):
+        router.search("prices", include_domains=[bad])
+    assert seen == []
+
+
+def test_no_cookie_one_answer_sets_rides_along_with_another_request() -> None:
+    seen: list[httpx.Request] = []
+    router = Router([K1, K2], transport=_recording(seen, cookie=True))
+    router.search("first")
+    router.search("second")
+    searches = [r for r in seen if r.url.path == "/search"]
+    assert len(searches) == 3  # 503 on the first key, then two on the second
+    assert all("Cookie" not in r.headers for r in searches)
+    assert len(router.http.client.cookies) == 0
+    with pytest.raises(TypeError, match="no cookies"):
+        router.http.client.cookies = {"session": "abc"}
+
+
+async def test_no_cookie_rides_along_with_an_async_request() -> None:
+    seen: list[httpx.Request] = []
+    router = Router([K1, K2], async_transport=_recording(seen, cookie=True))
+    await router.asearch("first")
+    await router.asearch("second")
+    searches = [r for r in seen if r.url.path == "/search"]
+    assert len(searches) == 3
+    assert all("Cookie" not in r.headers for r in searches)
+    assert searches[-1].content == b'{"query":"second","max_results":5,"include_usage":true}'
+    await router.aclose()
