@@ -117,10 +117,13 @@ def test_each_request_carries_its_own_key_and_the_body_checked_before_it() -> No
     assert [r.headers["Authorization"] for r in searches] == [f"Bearer {K1}", f"Bearer {K2}"]
     for request in searches:
         # One JSON text, UTF-8 as is, what httpx's json= would send.
-        assert request.content == (
-            '{"query":"café ☕ prices","max_results":5,"search_depth":"advanced",'
-            '"include_usage":true}'
-        ).encode()
+        assert (
+            request.content
+            == (
+                '{"query":"café ☕ prices","max_results":5,"search_depth":"advanced",'
+                '"include_usage":true}'
+            ).encode()
+        )
         assert request.headers["Content-Type"] == "application/json"
         assert request.headers["Content-Length"] == str(len(request.content))
         assert request.headers["User-Agent"].startswith("python-httpx/")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import calendar
 import json
 import logging
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,17 @@ K1 = KEYS[0]
 def test_month_of_is_utc() -> None:
     assert month_of(1_764_547_199.0) == "2025-11"
     assert month_of(1_764_547_200.0) == "2025-12"
+
+
+def test_month_of_names_the_month_of_each_instant_whatever_was_asked_before() -> None:
+    # It remembers the last month's bounds: going back and forth across a
+    # boundary, a year's end, a leap day or the epoch must not reuse them.
+    instants = []
+    for year, month in [(2025, 12), (2026, 1), (2028, 2), (2028, 3), (1970, 1), (2100, 1)]:
+        first = calendar.timegm((year, month, 1, 0, 0, 0))
+        instants += [first - 1e-6, first, first + 1e-6, first - 1, first + 86_400 * 27]
+    for epoch in instants + instants[::-1] + [0.0, -1.0, 1e10]:
+        assert month_of(epoch) == time.strftime("%Y-%m", time.gmtime(epoch)), epoch
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "file"])

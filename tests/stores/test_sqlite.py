@@ -246,10 +246,33 @@ def _setups() -> dict[str, Any]:
     }
 
 
+#: The key's pacing log as another process (or an older or broken one) left it.
+_LOGS = {
+    "no log": [],
+    "a log of another size": [
+        "INSERT INTO rings (name, size, seq) VALUES ('search:fp1', 5, 7)",
+        f"INSERT INTO ring_slots (name, slot, t) VALUES ('search:fp1', 2, {NOW - 1})",
+    ],
+    "a log row without a size": [
+        "INSERT INTO rings (name, size, seq) VALUES ('search:fp1', NULL, NULL)"
+    ],
+    "a log whose next slot is not a time": [
+        "INSERT INTO rings (name, size, seq) VALUES ('search:fp1', 2, 3)",
+        "INSERT INTO ring_slots (name, slot, t) VALUES ('search:fp1', 1, 'soon')",
+    ],
+    "a full log": [
+        "INSERT INTO rings (name, size, seq) VALUES ('search:fp1', 2, 4)",
+        f"INSERT INTO ring_slots (name, slot, t) VALUES ('search:fp1', 0, {NOW - 1})",
+        f"INSERT INTO ring_slots (name, slot, t) VALUES ('search:fp1', 1, {NOW - 0.5})",
+    ],
+}
+
+
 @pytest.mark.parametrize("name", list(_setups()))
 @pytest.mark.parametrize("rpm", [None, 2])
+@pytest.mark.parametrize("log", list(_LOGS))
 def test_the_stores_own_grant_decides_and_writes_as_the_generic_one(
-    tmp_path: Path, name: str, rpm: int | None
+    tmp_path: Path, name: str, rpm: int | None, log: str
 ) -> None:
     from searchfuse.router.state import Charge, acquire
 
@@ -258,6 +281,10 @@ def test_the_stores_own_grant_decides_and_writes_as_the_generic_one(
     charge = Charge("fp1", "acc", "acc", 2.0)
     for store in (fast, generic):
         store.update(NOW, setup)
+        with sqlite3.connect(store.path) as conn:
+            for sql in _LOGS[log]:
+                conn.execute(sql)
+        conn.close()
     for i in range(4):  # the fourth is paced when rpm is 2
         now = NOW + i
         got = fast.grant(now, "fp1", rpm=rpm, window=61.0, honour_hold=True, charge=charge)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import base64
 import binascii
+import calendar
 import enum
 import logging
 import math
@@ -53,7 +54,22 @@ def copied(record: Rec) -> Rec:
 
 def month_of(epoch: float) -> str:
     """`"2026-11"`: the billing month (UTC) an instant belongs to; Tavily resets monthly."""
-    return time.strftime("%Y-%m", time.gmtime(epoch))
+    global _last_month
+    start, end, month = _last_month
+    if start <= epoch < end:
+        return month
+    t = time.gmtime(epoch)
+    month = time.strftime("%Y-%m", t)
+    # Every search asks (twice): the month's bounds answer the next asks.
+    year, mon = t.tm_year, t.tm_mon
+    start = calendar.timegm((year, mon, 1, 0, 0, 0, 0, 0, 0))
+    end = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0, 0, 0, 0))
+    _last_month = (start, end, month)
+    return month
+
+
+#: The month `month_of` last named, with its first instant and the next month's.
+_last_month: tuple[float, float, str] = (0.0, 0.0, "")
 
 
 #: Shared state rolls into a new month only once this process's clock is this
@@ -833,6 +849,11 @@ class Charge:
     credits: float
 
 
+def search_log(fp: str) -> str:
+    """The name of key `fp`'s pacing log of searches."""
+    return f"search:{fp}"
+
+
 def acquire(
     state: State,
     fp: str,
@@ -860,7 +881,7 @@ def acquire(
         wait = ks.cooldown_left(now) if availability is Availability.COOLING else math.inf
         return Grant("blocked", wait, availability)
     if rpm is not None:
-        wait = state.take(f"search:{fp}", rpm, window, now)
+        wait = state.take(search_log(fp), rpm, window, now)
         if wait > 0:
             return Grant("paced", wait)
     if charge is not None:

@@ -48,6 +48,7 @@ from searchfuse.router.state._model import (
     optional_text,
     rolled_key,
     rollover,
+    search_log,
     state_from_json,
 )
 from searchfuse.router.state._model import (
@@ -94,6 +95,14 @@ CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
+_SELECT_META = "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
+#: The meta row and a pacing log's size, position and next slot, in one query
+#: (`_SELECT_META`'s columns, then `_SELECT_RING_SLOT`'s, NULL for a log not made yet).
+_SELECT_META_RING = (
+    "SELECT m.month, m.hold_until, m.hold_key, m.seq, m.epoch, r.size, r.seq, s.t "
+    "FROM searchfuse_meta m LEFT JOIN rings r ON r.name = ? LEFT JOIN ring_slots s "
+    "ON s.name = r.name AND s.slot = r.seq % r.size"
+)
 _SELECT_RING_SLOT = (
     "SELECT r.size, r.seq, s.t FROM rings r LEFT JOIN ring_slots s "
     "ON s.name = r.name AND s.slot = r.seq % r.size WHERE r.name = ?"
@@ -202,12 +211,23 @@ class _Tx(TxState):
         return _take(self._conn, name, limit, window, now)
 
 
-def _take(conn: sqlite3.Connection, name: str, limit: int, window: float, now: float) -> float:
+def _take(
+    conn: sqlite3.Connection,
+    name: str,
+    limit: int,
+    window: float,
+    now: float,
+    row: tuple[Any, ...] | None = None,
+) -> float:
     """Count one event in pacing log `name` if it fits (see `Ring.take`): 0.0, or
-    the seconds until it would fit. One read and two writes whatever `limit` is."""
-    # The log's size and position, and the time in the slot the next event
-    # takes, in one query.
-    row = conn.execute(_SELECT_RING_SLOT, (name,)).fetchone()
+    the seconds until it would fit. One read and two writes whatever `limit` is.
+
+    `row` is `_SELECT_RING_SLOT`'s answer if it was read in this transaction already.
+    """
+    if row is None:
+        # The log's size and position, and the time in the slot the next event
+        # takes, in one query.
+        row = conn.execute(_SELECT_RING_SLOT, (name,)).fetchone()
     if row is None or row[0] != limit or not _positive_int(row[1], zero=True):
         if row is None:
             conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
@@ -259,7 +279,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 class _Known(State):
     """The records `SqliteStore.grant` remembers, as a state `acquire` can decide on;
-    its pacing log is the database's."""
+    its pacing log is the database's (`ring`: one log's row, read with the meta row)."""
 
     def __init__(
         self,
@@ -267,14 +287,18 @@ class _Known(State):
         meta: tuple[Any, ...],
         keys: dict[str, KeyState],
         accounts: dict[str, AccountUsage],
+        ring: tuple[str, tuple[Any, ...]] | None = None,
     ) -> None:
         super().__init__(
             month=meta[0], keys=keys, accounts=accounts, hold_until=meta[1], hold_key=meta[2]
         )
         self._conn = conn
+        self._ring = ring
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
-        return _take(self._conn, name, limit, window, now)
+        ring, self._ring = self._ring, None
+        row = ring[1] if ring is not None and ring[0] == name else None
+        return _take(self._conn, name, limit, window, now, row)
 
 
 def _load_ring(conn: sqlite3.Connection, name: str, row: Any) -> Ring:
@@ -679,11 +703,13 @@ class SqliteStore:
                 _UPDATE_SQL[(table, cols)] = sql
         conn.execute(sql, (*(v for _, v in changed), rev, name))
 
-    def _meta(self, conn: sqlite3.Connection, now: float) -> tuple[Any, ...]:
-        """`(month, hold_until, hold_key, seq, epoch)`; a new month resets key state."""
-        row = conn.execute(
-            "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
-        ).fetchone()
+    def _meta(
+        self, conn: sqlite3.Connection, now: float, row: tuple[Any, ...] | None = None
+    ) -> tuple[Any, ...]:
+        """`(month, hold_until, hold_key, seq, epoch)`, from `row` if it was read
+        already (`_SELECT_META` columns first); a new month resets key state."""
+        if row is None:
+            row = conn.execute(_SELECT_META).fetchone()
         if row is None:
             raise not_state(self.path, "its searchfuse_meta row is missing")
         meta = self._parse_meta(row)
@@ -852,7 +878,9 @@ class SqliteStore:
             return self.update(now, decide)
         conn = self._begin()
         try:
-            meta = self._meta(conn, now)
+            log = search_log(fp)
+            row = conn.execute(_SELECT_META_RING, (log,)).fetchone()
+            meta = self._meta(conn, now, row)
             start = (meta[4], meta[3])
             current = self._known_at(start)
             known_key = current.get(("k", fp))
@@ -865,6 +893,8 @@ class SqliteStore:
                 meta,
                 {fp: copied(known_key)},
                 {charge.account_id: copied(known_account)},
+                # A log not made yet (or a broken row) is looked at again by `_take`.
+                None if row is None or row[5] is None else (log, row[5:]),
             )
             grant = decide(state)
             ks, acc = state.keys[fp], state.accounts[charge.account_id]
@@ -923,9 +953,7 @@ class SqliteStore:
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
         try:
-            row = conn.execute(
-                "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
-            ).fetchone()
+            row = conn.execute(_SELECT_META).fetchone()
             if row is None:
                 raise not_state(self.path, "its searchfuse_meta row is missing")
             if rollover(row[0] if isinstance(row[0], str) else "", now) is not None:
@@ -933,9 +961,7 @@ class SqliteStore:
                 # running cooldowns stay), then read as usual.
                 with self._transaction() as wconn:
                     self._meta(wconn, now)
-                row = conn.execute(
-                    "SELECT month, hold_until, hold_key, seq, epoch FROM searchfuse_meta"
-                ).fetchone()
+                row = conn.execute(_SELECT_META).fetchone()
             month = row[0]
             token = (row[4], row[3])
             hold_until = optional_number(row[1], "hold_until")
