@@ -229,13 +229,21 @@ class SearchFailed(SearchFuseError):
 
 
 class BadRequest(SearchFailed):
-    """Tavily answered 400: the request is wrong, not the key. The key is not penalised."""
+    """The request is wrong, not the key: Tavily answered 400, or (`sent=False`)
+    searchfuse refused it before sending it (an empty or overlong query,
+    parameters JSON cannot carry). No key is penalised; `status_code` is 400
+    when Tavily answered, `None` when nothing was sent.
+    """
 
-    def __init__(self, detail: str = "") -> None:
+    def __init__(self, detail: str = "", *, sent: bool = True) -> None:
+        self.sent = sent
+        if sent:
+            text = f"Tavily rejected the request (400 Bad Request): {detail or 'no detail given'}"
+        else:
+            text = f"the request was not sent: {detail or 'it is malformed'}"
         super().__init__(
-            f"Tavily rejected the request (400 Bad Request): {detail or 'no detail given'}. "
-            "Fix the search parameters; retrying the same request will fail again.",
-            status_code=400,
+            f"{text}. Fix the search parameters; retrying the same request will fail again.",
+            status_code=400 if sent else None,
             detail=detail,
         )
 

@@ -37,7 +37,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, Literal, ParamSpec
 
-from searchfuse.errors import NoKeyAvailable, SearchFailed, SearchFuseError, SearchRefused
+from searchfuse.errors import (
+    BadRequest,
+    NoKeyAvailable,
+    SearchFailed,
+    SearchFuseError,
+    SearchRefused,
+)
 from searchfuse.router import Router
 
 __all__ = ["AsyncTavilyClient", "TavilyClient", "tavily_error"]
@@ -119,6 +125,9 @@ def _tavily_name(exc: SearchFuseError) -> str | None:
     if isinstance(exc, SearchRefused):
         # Refused for a rate limit, a cooldown or pacing: what a 429 means.
         return "UsageLimitExceededError"
+    if isinstance(exc, BadRequest):
+        # Answered 400, or refused before sending for what Tavily would answer 400 to.
+        return _BY_STATUS[400]
     if isinstance(exc, SearchFailed) and exc.status_code is not None:
         return _BY_STATUS.get(exc.status_code)
     return None

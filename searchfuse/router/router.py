@@ -1083,10 +1083,11 @@ class Router:
         if endpoint == "/search":
             query = body.get("query")
             if not isinstance(query, str) or not query.strip():
-                raise BadRequest("query must be a non-empty string")
+                raise BadRequest("query must be a non-empty string", sent=False)
             if len(query) > MAX_QUERY_LENGTH:
                 raise BadRequest(
-                    f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}"
+                    f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}",
+                    sent=False,
                 )
         sent = {k: v for k, v in body.items() if v is not None}
         # Count credits locally instead of asking /usage before every request (incident 3).
@@ -1098,10 +1099,15 @@ class Router:
             # A lone surrogate: half an emoji, cut off in a model's JSON tool call.
             raise BadRequest(
                 "the query or a parameter contains a lone surrogate (half of an emoji or "
-                "other character); remove it or send the whole character"
+                "other character); remove it or send the whole character",
+                sent=False,
+            ) from None
+        except RecursionError:
+            raise BadRequest(
+                "the parameters are nested too deeply to be sent as JSON", sent=False
             ) from None
         except (TypeError, ValueError) as exc:
-            raise BadRequest(f"the parameters cannot be sent as JSON ({exc})") from None
+            raise BadRequest(f"the parameters cannot be sent as JSON ({exc})", sent=False) from None
 
     # -- drivers ---------------------------------------------------------------------
 

@@ -238,6 +238,18 @@ def test_a_400_is_a_bad_request_error_and_no_key_is_penalised(
     assert all(s.cooldown_reason is None for s in router.status())
 
 
+def test_a_query_refused_before_sending_is_a_bad_request_error_too(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    # tavily-python's code catches BadRequestError for a bad query; searchfuse
+    # refuses it without a request, and the same handler still catches it.
+    with pytest.raises(tavily.BadRequestError) as failed:
+        TavilyClient(router=router).search("   ")
+    assert isinstance(failed.value, BadRequest) and failed.value.sent is False
+    assert "not sent" in str(failed.value)
+    assert fake_tavily.requests == []
+
+
 def test_tavily_python_style_handlers_catch_the_routed_errors(
     router: Router, fake_tavily: FakeTavily
 ) -> None:

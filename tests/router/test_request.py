@@ -130,13 +130,47 @@ def test_each_request_carries_its_own_key_and_the_body_checked_before_it() -> No
     assert result["searchfuse"]["key"] == "tvly-dev-…0002"
 
 
-@pytest.mark.parametrize("bad", [float("nan"), "half \ud83d an emoji", object()])
-def test_a_body_json_cannot_carry_is_refused_before_any_request(bad: object) -> None:
+def _nested(depth: int) -> list[Any]:
+    top: list[Any] = []
+    inner = top
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return top
+
+
+def _cycle() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+@pytest.mark.parametrize(
+    ("query", "params", "says"),
+    [
+        ("", {}, "non-empty"),
+        ("   ", {}, "non-empty"),
+        ("q" * 401, {}, "at most 400"),
+        ("half \ud83d an emoji", {}, "lone surrogate"),
+        ("prices", {"include_domains": [float("nan")]}, "cannot be sent as JSON"),
+        ("prices", {"include_domains": {"a"}}, "cannot be sent as JSON"),
+        ("prices", {"include_domains": [object()]}, "cannot be sent as JSON"),
+        ("prices", {"include_domains": _cycle()}, "cannot be sent as JSON"),
+        ("prices", {"include_domains": _nested(100_000)}, "nested too deeply"),
+    ],
+)
+def test_what_cannot_be_a_request_is_refused_as_not_sent(
+    query: str, params: dict[str, Any], says: str
+) -> None:
     seen: list[httpx.Request] = []
     router = Router([K1, K2], transport=_recording(seen))
-    with pytest.raises(BadRequest):
-        router.search("prices", include_domains=[bad])
+    with pytest.raises(BadRequest, match=says) as info:
+        router.search(query, **params)
     assert seen == []
+    # Not "Tavily rejected": nothing was sent, so nothing was answered.
+    assert str(info.value).startswith("the request was not sent: ")
+    assert info.value.sent is False and info.value.status_code is None
+    assert [s.state for s in router.status()] == ["available", "available"]
 
 
 def test_no_cookie_one_answer_sets_rides_along_with_another_request() -> None:

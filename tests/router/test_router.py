@@ -89,7 +89,8 @@ def test_400_raises_without_penalising_the_key_or_failing_over(
     upstream.search(K1, 400, json_body={"detail": {"error": "Invalid topic"}})
     with pytest.raises(BadRequest, match="Invalid topic") as info:
         router.search("q", topic="weather")
-    assert info.value.status_code == 400
+    assert info.value.status_code == 400 and info.value.sent is True
+    assert str(info.value).startswith("Tavily rejected the request (400 Bad Request): ")
     assert upstream.searches() == [K1]  # no fail-over
     ks = key_state(state_file, K1)
     assert ks["cooldown_until"] is None and ks["last_error"] is None
