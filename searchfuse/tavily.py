@@ -14,7 +14,8 @@ client.extract(["https://docs.python.org/3.13/whatsnew/3.13.html"])
 ```
 
 `search`, `extract`, `crawl` and `map` take the same parameters and
-return the same dicts as tavily-python's (plus a `"searchfuse"` entry saying
+return the same dicts as tavily-python's (`qna_search` too, returning Tavily's
+answer) (plus a `"searchfuse"` entry saying
 which key served). `api_key=` is accepted and ignored: the router's keys are
 used (`router=`, else [`searchfuse.Router.from_env`][searchfuse.Router.from_env]).
 
@@ -33,9 +34,10 @@ import importlib
 import inspect
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, Literal, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from searchfuse.errors import (
     BadRequest,
@@ -51,6 +53,7 @@ __all__ = ["AsyncTavilyClient", "TavilyClient", "tavily_error"]
 log = logging.getLogger("searchfuse.tavily")
 
 P = ParamSpec("P")
+R = TypeVar("R")
 Result = dict[str, Any]
 
 #: tavily-python's constructor options that mean nothing to a router; accepted
@@ -204,6 +207,46 @@ class _Request:
         return result
 
 
+def _qna(arguments: dict[str, Any]) -> dict[str, Any]:
+    """tavily-python's `qna_search` arguments as the search it sends (with Tavily's answer)."""
+    warnings.warn(
+        "qna_search is deprecated in tavily-python; search(..., include_answer=True) "
+        "and its 'answer' is the same request",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {
+        **arguments,
+        "include_answer": True,
+        "include_raw_content": False,
+        "include_images": False,
+    }
+
+
+def _answer(result: Result) -> str:
+    answer = result.get("answer")
+    return answer if isinstance(answer, str) else ""
+
+
+#: tavily-python's methods the drop-ins do not route, and what to do instead.
+_NOT_ROUTED = {
+    "research": "a research task runs for minutes on Tavily's side and is polled",
+    "get_research": "a research task runs for minutes on Tavily's side and is polled",
+    "get_search_context": "it counts tokens with tiktoken's model files",
+    "feedback": "it reports on a request, it does not search",
+}
+
+
+def _not_routed(client: object, name: str) -> AttributeError:
+    why = _NOT_ROUTED.get(name)
+    if why is None:
+        return AttributeError(f"{type(client).__name__!r} object has no attribute {name!r}")
+    return AttributeError(
+        f"{type(client).__name__}.{name} is tavily-python's and is not routed by searchfuse "
+        f"({why}); use tavily-python's own client for it"
+    )
+
+
 def _router_for(router: Router | None, api_key: str | None, options: dict[str, Any]) -> Router:
     unknown = sorted(set(options) - _IGNORED_OPTIONS - {"api_base_url"})
     if unknown:
@@ -227,6 +270,11 @@ class _Client:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(router={self.router!r})"
+
+    if not TYPE_CHECKING:  # type checkers keep flagging unknown names
+
+        def __getattr__(self, name: str) -> Any:
+            raise _not_routed(self, name)
 
 
 class TavilyClient(_Client):
@@ -350,6 +398,25 @@ class TavilyClient(_Client):
         """Map a site from `url` (`POST /map`): `base_url` and the URLs found."""
         return self._send("map", locals())
 
+    def qna_search(
+        self,
+        /,
+        query: str,
+        search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "advanced",
+        topic: Literal["general", "news", "finance"] = "general",
+        days: int = 7,
+        max_results: int = 5,
+        include_domains: Sequence[str] | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        timeout: float = 60,
+        country: str | None = None,
+        include_favicon: bool | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """tavily-python's deprecated Q&A search: one search (advanced by default)
+        with Tavily's answer; returns the answer (`""` without one)."""
+        return _answer(self._send("search", _qna(locals())))
+
     def close(self) -> None:
         """Close the router's connections if this client made the router."""
         if self._owns_router:
@@ -363,15 +430,21 @@ class TavilyClient(_Client):
 
 
 def _async_twin(
-    sync: Callable[Concatenate[TavilyClient, P], Result],
-) -> Callable[Concatenate[AsyncTavilyClient, P], Coroutine[Any, Any, Result]]:
-    """The `async` method with `sync`'s name, parameters, defaults and docstring."""
+    sync: Callable[Concatenate[TavilyClient, P], R],
+    send: str | None = None,
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+    finish: Callable[[Result], Any] = lambda result: result,
+) -> Callable[Concatenate[AsyncTavilyClient, P], Coroutine[Any, Any, R]]:
+    """The `async` method with `sync`'s name, parameters, defaults and docstring:
+    it sends its arguments, made ready by `prepare`, to the endpoint `send`
+    (default: the method's name) and returns `finish` of the answer."""
     signature = inspect.signature(sync)
+    endpoint = send or sync.__name__
 
-    async def method(self: AsyncTavilyClient, /, *args: P.args, **kwargs: P.kwargs) -> Result:
+    async def method(self: AsyncTavilyClient, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        return await self._send(sync.__name__, dict(bound.arguments))
+        return finish(await self._send(endpoint, prepare(dict(bound.arguments))))
 
     functools.update_wrapper(method, sync)
     return method
@@ -403,6 +476,7 @@ class AsyncTavilyClient(_Client):
     search = _async_twin(TavilyClient.search)
     extract = _async_twin(TavilyClient.extract)
     map = _async_twin(TavilyClient.map)
+    qna_search = _async_twin(TavilyClient.qna_search, "search", _qna, _answer)
 
     async def crawl(
         self,

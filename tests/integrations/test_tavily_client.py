@@ -91,7 +91,7 @@ def _parameters(function: Any) -> list[tuple[str, Any, Any]]:
     return [(p.name, p.kind, p.default) for p in signature.parameters.values() if p.name != "self"]
 
 
-@every_method
+@pytest.mark.parametrize("method", [*METHODS, "qna_search"])
 @pytest.mark.parametrize(
     ("ours", "theirs"),
     [(TavilyClient, tavily.TavilyClient), (AsyncTavilyClient, tavily.AsyncTavilyClient)],
@@ -142,6 +142,46 @@ async def test_search_sends_tavily_pythons_body_and_returns_usage_when_asked(
     assert all(r["url"].startswith("https://example.org/") for r in answer["results"])
     with_usage = TavilyClient(router=router).search("rust 2024", include_usage=True)
     assert with_usage["usage"] == {"credits": 1}
+
+
+@pytest.mark.filterwarnings("ignore:qna_search is deprecated:DeprecationWarning")
+@both
+async def test_qna_search_is_one_advanced_search_that_returns_tavilys_answer(
+    router: Router, fake_tavily: FakeTavily, through: Caller
+) -> None:
+    async def qna(router: Router, query: str) -> Any:
+        if through is through_sync:
+            return TavilyClient(router=router).qna_search(query, max_results=2)
+        return await AsyncTavilyClient(router=router).qna_search(query, max_results=2)
+
+    answer = await qna(router, "python 3.13 release date")
+    (request,) = fake_tavily.searches
+    assert request.body is not None
+    assert request.body["search_depth"] == "advanced"
+    assert request.body["include_answer"] is True
+    assert request.body["max_results"] == 2 and request.body["days"] == 7
+    assert request.body["include_raw_content"] is False
+    assert isinstance(answer, str) and answer.startswith("Simulated answer to")
+    assert sum(s.local_credits for s in router.status()) == 2  # advanced: 2 credits
+
+
+def test_qna_search_warns_as_tavily_python_does(router: Router) -> None:
+    with pytest.warns(DeprecationWarning, match="qna_search is deprecated") as warned:
+        TavilyClient(router=router).qna_search("q")
+    assert warned[0].filename == __file__  # points at the caller's line
+
+
+@pytest.mark.parametrize("client", [TavilyClient, AsyncTavilyClient])
+@pytest.mark.parametrize("name", ["research", "get_research", "get_search_context", "feedback"])
+def test_tavily_pythons_other_methods_say_they_are_not_routed(
+    router: Router, fake_tavily: FakeTavily, client: type, name: str
+) -> None:
+    with pytest.raises(AttributeError, match=f"{name} is tavily-python's and is not routed"):
+        getattr(client(router=router), name)
+    assert hasattr(getattr(tavily, client.__name__), name)  # tavily-python has it
+    with pytest.raises(AttributeError, match="has no attribute 'serach'"):
+        client(router=router).serach  # noqa: B018
+    assert fake_tavily.requests == []
 
 
 def test_extract_crawl_and_map_send_their_timeout_and_count_credits(
