@@ -183,6 +183,9 @@ class NoKeyAvailable(SearchRefused):
 
     `reasons` maps each masked key to a short reason; `diagnosis` holds the
     verification-order diagnosis (local steps only) when the router made one.
+    `timed_out` is True when every key the call tried did not answer in time,
+    or the call's deadline passed (the tavily-python drop-in raises it as
+    tavily-python's `TimeoutError` then).
     """
 
     reason = "no_key"
@@ -194,9 +197,11 @@ class NoKeyAvailable(SearchRefused):
         retry_after: float | None = None,
         diagnosis: Diagnosis | None = None,
         message: str | None = None,
+        timed_out: bool = False,
     ) -> None:
         self.reasons = dict(reasons or {})
         self.diagnosis = diagnosis
+        self.timed_out = timed_out
         if message is None:
             # The model gets a short refusal; the per-key reasons and the
             # diagnosis (file paths, CLI commands) are for people: `reasons`,

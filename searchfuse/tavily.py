@@ -123,6 +123,9 @@ def _tavily_class(name: str) -> type[BaseException] | None:
 
 def _tavily_name(exc: SearchFuseError) -> str | None:
     if isinstance(exc, NoKeyAvailable):
+        if exc.timed_out:
+            # What tavily-python raises when its one key does not answer in time.
+            return "TimeoutError"
         verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
         return _BY_VERDICT.get(verdict or "")
     if isinstance(exc, SearchRefused):

@@ -541,12 +541,15 @@ class Router:
         failed: Sequence[Outcome] = (),
         cut: str | None = None,
         outage: tuple[str, str, float | None] | None = None,
+        *,
+        timed_out: bool = False,
     ) -> NoKeyAvailable:
         """The refusal when this call cannot be served, with its diagnosis.
 
         `failed` are the outcomes of the keys this call tried; `cut` says
         why it stopped trying (deadline, key bound). Keys the state still
         calls available are then not "healthy": this call just saw them fail.
+        `timed_out`: every key tried went unanswered in time, or the deadline passed.
         """
         now, cands = self._snapshot()
         reasons: dict[str, str] = {}
@@ -569,7 +572,9 @@ class Router:
         elif outage is None and cut:
             outage = ("upstream", f"this call stopped: {cut}.", None)
         diagnosis = diagnose_candidates(cands, cands, now, None, self._hold(), outage)
-        return NoKeyAvailable(reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis)
+        return NoKeyAvailable(
+            reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis, timed_out=timed_out
+        )
 
     def _masked(self, fp: str | None) -> str:
         return next((e.masked for e in self.config.keys if e.fingerprint == fp), "a key")
@@ -858,18 +863,25 @@ class Router:
         # Pacing waits go through the router's clock; the call's deadline is real time.
         wait_until = self.now() + self.max_wait
         failed: list[Outcome] = []
+        #: The keys of `failures` that did not answer in time.
+        slow: set[str] = set()
         synced = False
         waited = 0.0
         while True:
             if len(tried) >= self.max_keys_per_call:
                 raise self._no_key(
-                    failures, failed, f"a call tries at most {self.max_keys_per_call} key(s)"
+                    failures,
+                    failed,
+                    f"a call tries at most {self.max_keys_per_call} key(s)",
+                    timed_out=bool(failures) and slow >= failures.keys(),
                 )
             self._refuse_if_broken()
             entry, state, now = self._pick_with_state(tried | paced.keys())
             if entry is None:
                 if not paced:
-                    raise self._no_key(failures, failed)
+                    raise self._no_key(
+                        failures, failed, timed_out=bool(failures) and slow >= failures.keys()
+                    )
                 # Every key that could serve is at its rate: wait for the first
                 # to have room, within max_wait; never send what would be a 429.
                 wait = max(0.0, min(paced.values()) - now)
@@ -904,7 +916,9 @@ class Router:
                     failed.append(Outcome.EXHAUSTED)
                     continue
             if _past(deadline):
-                raise self._no_key(failures, failed, f"the deadline of {self.deadline:g} s passed")
+                raise self._no_key(
+                    failures, failed, f"the deadline of {self.deadline:g} s passed", timed_out=True
+                )
             charged: _Charged | None = None
             if self.pace:
                 grant = self._acquire(entry, credits)
@@ -980,6 +994,8 @@ class Router:
             failures[entry.masked] = f"{answer.status or 'no answer'} {answer.outcome}" + (
                 f" ({answer.detail})" if answer.detail else ""
             )
+            if isinstance(result, httpx.TimeoutException | TimeoutError):
+                slow.add(entry.masked)
 
     def _stopped(self, answer: _Answer, result: Any) -> BaseException:
         """The error for an answer after which no other key is tried (the table says so)."""

@@ -356,6 +356,36 @@ def test_timeout_is_tavily_pythons_a_long_crawl_waits_and_a_slow_search_fails_ov
     assert reasons[served.key_fingerprint] is None and result["results"]
 
 
+@both
+async def test_every_key_too_slow_is_a_timeout_error(
+    router: Router, fake_tavily: FakeTavily, through: Caller
+) -> None:
+    # tavily-python raises its TimeoutError when its one key does not answer
+    # within `timeout`; routed, that is when none of the keys tried does.
+    fake_tavily.slow_next(25, times=None, path="/search")
+    with pytest.raises(tavily.errors.TimeoutError) as failed:
+        if through is through_sync:
+            TavilyClient(router=router).search("q", timeout=20)
+        else:
+            await AsyncTavilyClient(router=router).search("q", timeout=20)
+    assert isinstance(failed.value, NoKeyAvailable) and failed.value.timed_out
+    assert len(posts(fake_tavily, "search")) == 3  # at most three keys a call
+
+
+def test_keys_failing_in_other_ways_are_not_a_timeout_error(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    fake_tavily.slow_next(25, path="/search")  # the first key is slow...
+    fake_tavily.fail_next(503, times=None, path="/search")  # ...the others are down
+    with pytest.raises(NoKeyAvailable) as failed:
+        TavilyClient(router=router).search("q", timeout=20)
+    reasons = list(failed.value.reasons.values())
+    assert sum(r.startswith("no answer") for r in reasons) == 1
+    assert sum(r.startswith("503") for r in reasons) == 2
+    assert not failed.value.timed_out
+    assert not isinstance(failed.value, tavily.errors.TimeoutError)
+
+
 def test_a_request_pacing_holds_back_is_a_usage_limit_error_with_nothing_sent(
     fake_tavily: FakeTavily, fake_clock: FakeClock
 ) -> None:
