@@ -73,6 +73,11 @@ class Guarded(Protocol[P, R_co]):
         """What the guard knows now: turn count, fuse, cooldown left, cache size, counters."""
         ...
 
+    @property
+    def guard(self) -> Guard:
+        """The [`Guard`][searchfuse.Guard] behind this tool: its rules and state."""
+        ...
+
     @overload
     def __get__(self, instance: None, owner: type[Any], /) -> Guarded[P, R_co]: ...
 
@@ -458,6 +463,48 @@ def guard(
     fuse: Fuse | None = ...,
     clock: _clock.Clock | None = ...,
 ) -> Guarded[P, R | str]: ...
+
+
+@overload
+def guard(
+    func: Callable[P, Coroutine[Any, Any, R]],
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Callable[[SearchRefused], T],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> Guarded[P, Coroutine[Any, Any, R | T]]: ...
+
+
+@overload
+def guard(
+    func: Callable[P, R],
+    /,
+    *,
+    per_turn: int | None = ...,
+    min_interval: float = ...,
+    checklist: Iterable[Lookup] = ...,
+    cache: bool | str | MutableMapping[Any, Any] = ...,
+    cache_key: CacheKey = ...,
+    cooldown: float = ...,
+    router: RouterLike | None = ...,
+    inject: str | None = ...,
+    adapt: Callable[[Any], Any] | None = ...,
+    on_refusal: Callable[[SearchRefused], T],
+    budget: TurnBudget | None = ...,
+    fuse: Fuse | None = ...,
+    clock: _clock.Clock | None = ...,
+) -> Guarded[P, R | T]: ...
 
 
 def guard(

@@ -54,6 +54,15 @@ def wrapped_form(query: str) -> float:
 
 existing = guard(wrapped_form, cache=False)
 existing_returning = guard(wrapped_form, on_refusal="return")
+existing_handled = guard(wrapped_form, on_refusal=as_number)
+existing_shaped = guard(wrapped_form, on_refusal=lambda refusal: refusal.message)
+
+
+async def async_form(query: str) -> float:
+    return 1.0
+
+
+async_handled = guard(async_form, on_refusal=as_number)
 
 
 def check() -> None:
@@ -65,6 +74,10 @@ def check() -> None:
     assert_type(Tools().method("q"), str)
     assert_type(existing("q"), float)
     assert_type(existing_returning("q"), float | str)
+    assert_type(existing_handled("q"), float | int)
+    assert_type(existing_shaped("q"), float | str)
+    assert_type(existing.guard, Guard)
+    assert_type(existing.guard.state(), GuardState)
     assert_type(plain.guard_state(), GuardState)
     assert_type(Tools().method.guard_state(), GuardState)
     assert_type(guard_state(plain), GuardState)
@@ -82,3 +95,4 @@ def check() -> None:
 async def acheck() -> None:
     assert_type(await async_returning("q"), dict[str, Any] | str)
     assert_type(await async_plain("q"), bytes)
+    assert_type(await async_handled("q"), float | int)
