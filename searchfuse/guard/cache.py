@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Mapping, MutableMapping
+from enum import Enum
 from typing import Any
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_CACHE_TTL",
+    "MAX_KEY_DEPTH",
+    "MAX_KEY_PARTS",
     "CacheKey",
     "canonical",
     "make_cache",
@@ -33,13 +36,81 @@ DEFAULT_CACHE_TTL = 900.0
 #: A cache key function: `(query, **params) -> hashable key`.
 CacheKey = Callable[..., Hashable]
 
-_PLAIN = (str, int, float, bool, bytes, type(None))
-_PLAIN_TYPES = frozenset(_PLAIN)
-
 # cachetools caches are not thread-safe, and one cache instance may be shared
 # by several guards; one lock for every guard's cache and in-flight table is
 # simplest and costs nothing measurable (it is held for dict operations only).
 CACHE_LOCK = threading.Lock()
+
+# Scalars that stand for themselves, tagged with their type: `True == 1 == 1.0`
+# in Python, but a tool may answer `flag=True` and `flag=1` differently.
+_SCALARS = frozenset((int, float, bool, bytes, complex))
+# Values whose reading the decorator may remember (immutable, canonical at once).
+_PLAIN_TYPES = frozenset((str, int, float, bool, bytes, type(None)))
+
+#: Containers nested deeper than this, or arguments with more parts than
+#: `MAX_KEY_PARTS`, make a call uncacheable (canonicalising them would cost
+#: more than the search, or never end).
+MAX_KEY_DEPTH = 32
+MAX_KEY_PARTS = 10_000
+
+
+def canonical(value: Any) -> Hashable:
+    """`value` as a hashable key part that equals another's only for the same argument.
+
+    Strings and `None` stand for themselves; other values are tagged with
+    their exact type, so `True`, `1` and `1.0` (equal in Python) stay
+    apart, as do a list and a tuple of the same items. Mappings become
+    order-independent sets of pairs, lists and tuples tuples, sets frozensets,
+    recursively. Other hashable objects stand for themselves when their type
+    defines value equality (dates, decimals, enums, frozen dataclasses...).
+
+    Raises `TypeError` for an argument with no faithful canonical form: an
+    unhashable object, an object compared by identity alone (its `repr`
+    holds a memory address that a later object may reuse), a container that
+    contains itself, or one nested deeper than `MAX_KEY_DEPTH`. The guard
+    then runs the call uncached.
+    """
+    return _canonical(value, set(), [MAX_KEY_PARTS])
+
+
+def _canonical(value: Any, path: set[int], budget: list[int]) -> Hashable:
+    kind = type(value)
+    if kind is str or value is None:
+        return value  # type: ignore[no-any-return]
+    if kind in _SCALARS:
+        return (kind, value)
+    budget[0] -= 1
+    if budget[0] < 0 or len(path) >= MAX_KEY_DEPTH:
+        raise TypeError("argument too large or nested too deeply to key the cache by")
+    if isinstance(value, Mapping | list | tuple | set | frozenset):
+        if id(value) in path:
+            raise TypeError("argument contains itself: it cannot key the cache")
+        path.add(id(value))
+        try:
+            if isinstance(value, Mapping):
+                return (
+                    kind,
+                    frozenset(
+                        (_canonical(k, path, budget), _canonical(v, path, budget))
+                        for k, v in value.items()
+                    ),
+                )
+            if isinstance(value, list | tuple):
+                return (kind, tuple(_canonical(item, path, budget) for item in value))
+            return (kind, frozenset(_canonical(item, path, budget) for item in value))
+        finally:
+            path.discard(id(value))
+    if isinstance(value, bytearray):
+        return (bytearray, bytes(value))  # its value at call time, like a list's items
+    if isinstance(value, type | Enum):
+        return (kind, value)  # a class or an enum member: itself, for as long as the key lives
+    if kind.__hash__ is None or kind.__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
+        raise TypeError(
+            f"a {kind.__qualname__} argument has no value to key the cache by "
+            "(unhashable, or compared by identity only)"
+        )
+    hash(value)  # a hashable type may still hold an unhashable part
+    return (kind, value)
 
 
 def normalize_query(query: str) -> str:
@@ -48,29 +119,6 @@ def normalize_query(query: str) -> str:
     Case-folded, runs of whitespace collapsed to one space, trimmed.
     """
     return " ".join(query.split()).casefold()
-
-
-def canonical(value: Any) -> Hashable:
-    """`value` as a hashable, order-independent key part.
-
-    Mappings become sorted tuples of pairs, lists and tuples become tuples,
-    sets become frozensets, recursively; other hashable objects stand for
-    themselves and unhashable ones for their `repr`.
-    """
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, Mapping):
-        pairs = ((canonical(k), canonical(v)) for k, v in value.items())
-        return (Mapping, tuple(sorted(pairs, key=repr)))
-    if isinstance(value, list | tuple):
-        return tuple(canonical(item) for item in value)
-    if isinstance(value, set | frozenset):
-        return frozenset(canonical(item) for item in value)
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value  # type: ignore[no-any-return]
 
 
 def search_key(query: str, /, **params: Any) -> Hashable:
@@ -94,11 +142,16 @@ def search_key_of(query: str, params: Mapping[str, Any]) -> Hashable:
     query = " ".join(query.split()).casefold()  # normalize_query, inlined: the hot path
     if not params:
         return (query,)
-    items = sorted(params.items())  # keys are unique: values are never compared
-    for item in items:
-        if type(item[1]) not in _PLAIN_TYPES:
-            return (query, tuple(sorted([(k, canonical(v)) for k, v in items])))
-    return (query, tuple(items))
+    parts = []
+    for name, value in sorted(params.items()):  # names are unique: values are never compared
+        kind = type(value)
+        if kind is str or value is None:
+            parts.append((name, value))
+        elif kind in _SCALARS:
+            parts.append((name, (kind, value)))
+        else:
+            parts.append((name, canonical(value)))
+    return (query, tuple(parts))
 
 
 def make_cache(

@@ -70,6 +70,8 @@ DEFAULT_MIN_INTERVAL = 2.0
 FLIGHT_WAIT = 120.0
 
 _MISS: Any = object()
+# `_flow`'s key argument when the caller has not computed the key.
+_UNREAD: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,9 +323,28 @@ class Guard:
 
     # -- what integrations ask -------------------------------------------------------
 
-    def key(self, call: Call) -> Hashable:
-        """The cache key of `call` (`cache_key(call.query, **call.params)`)."""
-        return self.key_of(call.query, call.params)
+    def key(self, call: Call) -> Hashable | None:
+        """The cache key of `call` (`cache_key(call.query, **call.params)`), or `None`.
+
+        `None`: the call cannot be cached. An argument has no faithful
+        canonical form ([`search_key`][searchfuse.guard.search_key] raises
+        `TypeError`), or the key function failed (logged); the call still
+        runs, as a search of its own.
+        """
+        return self.key_or_none(call.query, call.params)
+
+    def key_or_none(self, query: str, params: Mapping[str, Any]) -> Hashable | None:
+        """[`key`][searchfuse.Guard.key] from the query and the arguments by name."""
+        try:
+            key = self.key_of(query, params)
+            hash(key)
+        except Exception as exc:
+            # Keying by anything less faithful (a repr, an id) would serve one
+            # call another call's result: the call goes uncached instead.
+            level = logging.DEBUG if self.cache_key is search_key else logging.WARNING
+            logger.log(level, "%s: call not cached, no cache key: %r", self.name, exc)
+            return None
+        return key
 
     def cached(self, call: Call) -> bool:
         """Whether `call` would be answered from the cache now (free: no budget, no request)."""
@@ -331,6 +352,8 @@ class Guard:
         if cache is None:
             return False
         key = self.key(call)
+        if key is None:
+            return False
         with CACHE_LOCK:
             return _lookup(cache, key) is not _MISS
 
@@ -370,11 +393,8 @@ class Guard:
         checked = False
         refused = 0
         for call in calls:
-            try:
-                key: Hashable = self.key(call)
-            except TypeError:
-                key = ("unreadable", id(call))
-            if key in running or self.cached(call):
+            key = self.key(call)
+            if key is not None and (key in running or self._hit(key)):
                 decisions.append(None)  # a repeat shares the search; a cache hit is free
                 continue
             if not checked:
@@ -384,7 +404,8 @@ class Guard:
                 refusal = TurnLimitReached(self.per_turn)
             if refusal is None:
                 spent += 1
-                running.add(key)
+                if key is not None:  # an uncacheable call is a search of its own
+                    running.add(key)
             else:
                 refused += 1
             decisions.append(refusal)
@@ -456,14 +477,21 @@ class Guard:
 
     # -- the flow of one call, written once ------------------------------------------
 
+    def _hit(self, key: Hashable) -> bool:
+        cache = self.cache
+        if cache is None:
+            return False
+        with CACHE_LOCK:
+            return _lookup(cache, key) is not _MISS
+
     def _flow(
-        self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = None
+        self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = _UNREAD
     ) -> _Flow:
         """Checklist, cache / single flight, then `_search`.
 
         `query is None`: the call was not read (a bare pass-through: no
         checklist, no cache, no router mapping need it). `key`: the cache
-        key, when the caller has computed it already.
+        key, when the caller has computed it already (`None`: uncacheable).
         """
         if query is None or params is None:
             return (yield from self._search(None))  # the shell skips this layer
@@ -476,18 +504,18 @@ class Guard:
         if cache is None:
             # No flights to wait on: every call, nested or not, is its own search.
             return (yield from self._search(None))
+        if key is _UNREAD:
+            key = self.key_or_none(query, params)
         if key is None:
-            key = self.key_of(query, params)
+            return (yield from self._search(None))  # uncacheable: no entry, no flight
         chain = _CHAIN.get()
         if chain and (self, key) in chain:
             # The tool calling itself with the same arguments: its own search, continued.
             return (yield from self._search(key, again=True))
         while True:
             with CACHE_LOCK:
-                try:
-                    hit = cache[key]
-                except KeyError:
-                    hit = _MISS
+                hit = _lookup(cache, key)
+                if hit is _MISS:
                     joined = self._flights.get(key)
                     leader = joined is None
                     flight = self._flights[key] = _Flight() if joined is None else joined
@@ -540,12 +568,17 @@ class Guard:
                 self._flights.pop(key, None)
             flight.end(_RETRY)  # cancelled or interrupted: no result, nothing to share
             raise
-        with CACHE_LOCK:
-            # The cache is filled before the flight ends, so a call arriving
-            # in between finds one or the other, never neither.
-            _store(cache, key, result)
-            self._flights.pop(key, None)
-        flight.end(_SERVED, result)
+        try:
+            with CACHE_LOCK:
+                # The cache is filled before the flight ends, so a call arriving
+                # in between finds one or the other, never neither.
+                _store(cache, key, result)
+        finally:
+            # Whatever the cache did, the flight ends and the result is served:
+            # a flight left open would hold every identical call FLIGHT_WAIT.
+            with CACHE_LOCK:
+                self._flights.pop(key, None)
+            flight.end(_SERVED, result)
         return result
 
     def _search(self, key: Hashable, *, again: bool = False) -> _Flow:
@@ -725,15 +758,28 @@ class _no_scope:
 
 
 def _lookup(cache: MutableMapping[Any, Any], key: Hashable) -> Any:
+    """The cached value for `key`, or `_MISS`; a cache that fails reads as a miss (logged)."""
     # One __getitem__ instead of get()'s __contains__ + __getitem__: a TTL
     # cache reads the clock in each.
     try:
         return cache[key]
     except KeyError:
         return _MISS
+    except Exception as exc:
+        cache_read_failed(exc)
+        return _MISS
+
+
+def cache_read_failed(exc: Exception) -> None:
+    """Log a cache that failed to read: the call searches instead."""
+    logger.warning("cache read failed, searching instead: %r", exc)
 
 
 def _store(cache: MutableMapping[Any, Any], key: Hashable, value: Any) -> None:
-    # A value larger than the whole cache (cachetools' getsizeof) is served uncached.
-    with contextlib.suppress(ValueError):
+    """Cache `value`; a value the cache cannot hold is served uncached."""
+    try:
         cache[key] = value
+    except ValueError:
+        pass  # larger than the whole cache (cachetools' getsizeof): expected, not logged
+    except Exception as exc:
+        logger.warning("result served but not cached: the cache refused it: %r", exc)

@@ -29,7 +29,15 @@ from searchfuse.errors import SearchRefused
 from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, search_key
 from searchfuse.guard.calls import Binder
 from searchfuse.guard.checklist import Lookup
-from searchfuse.guard.core import _MISS, DEFAULT_MIN_INTERVAL, Guard, GuardState, _Flow
+from searchfuse.guard.core import (
+    _MISS,
+    _UNREAD,
+    DEFAULT_MIN_INTERVAL,
+    Guard,
+    GuardState,
+    _Flow,
+    cache_read_failed,
+)
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse
 from searchfuse.guard.turns import TurnBudget
@@ -254,10 +262,10 @@ class _Shell:
         if binder is None:
             binder = self.binder(wrapped, instance)
         query, params = binder.read(args, kwargs)
-        key = None
+        key = _UNREAD  # read by the flow, after the checklist
         if looks_up_first:
-            key = core.key_of(query, params)
-            if seen is not None and _plain_values(params):
+            key = core.key_or_none(query, params)
+            if seen is not None and _plain_values(params) and _textual(args, kwargs):
                 if len(self._known) >= REMEMBERED_CALLS:
                     self._known.clear()
                 self._known[seen] = (query, dict(params), key)
@@ -270,12 +278,15 @@ class _Shell:
     def cached(core: Guard, key: Hashable) -> Any:
         """The cached answer for `key` (counted as a hit), or `_MISS`: before any flow."""
         cache = core.cache
-        if cache is None:
+        if cache is None or key is None:
             return _MISS
         with CACHE_LOCK:
             try:
                 hit = cache[key]
             except KeyError:
+                return _MISS
+            except Exception as exc:
+                cache_read_failed(exc)  # a miss: the flow searches
                 return _MISS
         next(core._stats.cache_hits)
         _telemetry.cache_hit()
@@ -337,6 +348,12 @@ REMEMBERED_CALLS = 256
 def _plain_values(params: dict[str, Any]) -> bool:
     # Only immutable plain values: a remembered reading can never go stale.
     return all(type(value) in _PLAIN_TYPES for value in params.values())
+
+
+def _textual(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    # Readings are remembered by the arguments as given, compared by `==`: only
+    # strings and None, never `1`, which would find the reading of `True` or `1.0`.
+    return all(type(value) is str or value is None for value in (*args, *kwargs.values()))
 
 
 @overload

@@ -427,7 +427,7 @@ class SearchFusePlugin:
                     f"no Tavily keys ({self._router_error})",
                     "put keys in $HERMES_HOME/searchfuse/config/keys.json or set TAVILY_API_KEYS",
                 )
-            reply = self._take_admission(rules.key(call))
+            reply = self._take_admission(_admission_key(rules, call))
             if reply is None:
                 return dict(rules.run(call))
             with turn(id=reply):
@@ -499,7 +499,7 @@ class SearchFusePlugin:
                 self._turns.move_to_end(reply)
                 while len(self._turns) > REMEMBERED_TURNS:
                     self._turns.popitem(last=False)
-            self._admit(rules.key(call), reply, rules.now())
+            self._admit(_admission_key(rules, call), reply, rules.now())
         return None
 
     def _admit(self, key: Hashable, reply: str | None, now: float) -> None:
@@ -672,3 +672,12 @@ def install(
     with _active_lock:
         _active_set(plugin)
     return plugin
+
+
+def _admission_key(rules: Guard, call: Call) -> Hashable:
+    """The key an admitted call is found again by: its cache key, or, when the call cannot be
+    cached (a failing `cache_key`), its own query and limit."""
+    key = rules.key(call)
+    if key is None:
+        return ("uncacheable", call.query, call.params.get("limit"))
+    return key

@@ -42,7 +42,22 @@ def test_other_arguments_are_part_of_the_key_in_canonical_form():
         "q", options={"b": [1, 2], "a": 1}
     )
     assert search_key("q", tags={"x", "y"}) == search_key("q", tags={"y", "x"})
-    hash(search_key("q", anything=object(), unhashable={"k": bytearray(b"x")}))
+    assert search_key("q", blob=bytearray(b"x")) == search_key("q", blob=bytearray(b"x"))
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        object(),
+        {"k": object()},
+        [1, [2, {"x": lambda: None}]],
+        type("Filters", (), {"__eq__": lambda a, b: True})(),
+    ],
+    ids=["identity-object", "nested-identity", "function", "unhashable-with-eq"],
+)
+def test_an_argument_without_a_faithful_canonical_form_cannot_key_the_cache(argument):
+    with pytest.raises(TypeError):
+        search_key("q", filters=argument)
 
 
 # -- hits ------------------------------------------------------------------------------
@@ -311,3 +326,204 @@ def test_calls_with_unhashable_arguments_are_still_cached(backend, clock):
     web_search("Release ", ["python.org"])
 
     assert backend.queries == ["release"]
+
+
+# -- arguments that must never share an entry ------------------------------------------
+
+
+class Filters:
+    """A user's argument type: compared by value, so unhashable; its repr holds its address."""
+
+    def __init__(self, domain: str) -> None:
+        self.domain = domain
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Filters) and other.domain == self.domain
+
+
+class Options:
+    """Hashable by identity only: two instances with the same fields are different objects."""
+
+    def __init__(self, depth: str) -> None:
+        self.depth = depth
+
+
+def test_fresh_objects_never_get_the_result_of_a_freed_one(clock):
+    # CPython reuses a freed object's address, and a default repr shows it:
+    # a key built from repr() served 199 of 200 calls another call's result.
+    @guard(clock=clock, per_turn=None)
+    def web_search(query: str, filters: Filters, options: Options | None = None) -> str:
+        return filters.domain
+
+    served = [web_search("python", Filters(f"site{n}.org")) for n in range(50)]
+    served += [web_search("python", Filters("x.org"), Options(f"d{n}")) for n in range(50)]
+
+    assert served == [f"site{n}.org" for n in range(50)] + ["x.org"] * 50
+    assert web_search.guard_state().searches == 100
+    assert web_search.guard_state().cache_size == 0  # uncacheable calls store nothing
+
+
+async def test_an_async_call_with_an_uncacheable_argument_still_searches(clock):
+    searched: list[str] = []
+
+    @guard(clock=clock, per_turn=None)
+    async def web_search(query: str, filters: Filters) -> str:
+        searched.append(filters.domain)
+        return filters.domain
+
+    assert await web_search("q", Filters("a.org")) == "a.org"
+    assert await web_search("q", Filters("b.org")) == "b.org"
+    assert searched == ["a.org", "b.org"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (True, 1),
+        (1, 1.0),
+        (False, 0),
+        ("a", b"a"),
+        ((1, 2), [1, 2]),
+        ({1: "x"}, {True: "x"}),
+        ([True], [1]),
+        (frozenset({1}), {1}),
+        ({"n": 1}, {"n": 1.0}),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("by_name", [False, True], ids=["positional", "keyword"])
+def test_equal_arguments_of_different_types_keep_separate_entries(clock, first, second, by_name):
+    @guard(clock=clock, per_turn=None)
+    def web_search(query: str, flag: object = None) -> str:
+        return f"{type(flag).__name__}:{flag!r}"
+
+    def ask(value: object) -> str:
+        return web_search("q", flag=value) if by_name else web_search("q", value)
+
+    assert ask(first) == f"{type(first).__name__}:{first!r}"
+    assert ask(second) == f"{type(second).__name__}:{second!r}"
+    assert ask(first) == f"{type(first).__name__}:{first!r}"  # its own entry: a hit
+    assert ask(second) == f"{type(second).__name__}:{second!r}"
+    assert web_search.guard_state().searches == 2
+
+
+def self_referencing() -> list[object]:
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    ring: list[object] = []
+    ring.append(ring)
+    wide: dict[str, object] = {}
+    wide["a"] = wide["b"] = wide["c"] = [wide, wide]
+    deep: list[object] = []
+    for _ in range(5000):
+        deep = [deep]
+    return [loop, ring, wide, deep]
+
+
+@pytest.mark.parametrize("argument", self_referencing(), ids=["dict", "list", "wide", "deep"])
+def test_a_self_referencing_or_very_deep_argument_still_searches_uncached(clock, argument):
+    searched: list[str] = []
+
+    @guard(clock=clock, per_turn=None)
+    def web_search(query: str, filters: object = None) -> str:
+        searched.append(query)
+        return "ok"
+
+    assert web_search("q", filters=argument) == "ok"
+    assert web_search("q", filters=argument) == "ok"
+    assert searched == ["q", "q"]  # searched each time: no key, no entry
+
+
+# -- key functions and caches that fail ------------------------------------------------
+
+
+def failing_key(query: str, **params: object) -> object:
+    raise TypeError("cannot read this call")
+
+
+def test_decide_treats_a_failing_key_function_as_uncacheable(clock, caplog):
+    from searchfuse import Guard
+    from searchfuse.guard import Call
+
+    rules = Guard(cache_key=failing_key, clock=clock)
+
+    decisions = rules.decide([Call("a"), Call("a"), Call("b")])
+
+    assert decisions[0] is None
+    assert all(isinstance(d, TurnLimitReached) for d in decisions[1:])  # no key: not a repeat
+    assert "no cache key" in caplog.text
+    assert rules.cached(Call("a")) is False
+    assert rules.key(Call("a")) is None
+
+
+@pytest.mark.parametrize(
+    "cache_key", [failing_key, lambda query, **params: ["unhashable"]], ids=["raises", "unhashable"]
+)
+def test_a_failing_key_function_never_loses_a_search(backend, clock, caplog, cache_key):
+    web_search = guarded(backend, clock, cache_key=cache_key, per_turn=None)
+
+    assert web_search("a") == {"query": "a", "results": [{"title": "about a"}]}
+    assert web_search("a") == {"query": "a", "results": [{"title": "about a"}]}
+
+    assert backend.queries == ["a", "a"]
+    assert "no cache key" in caplog.text
+
+
+class FailingCache(dict):  # type: ignore[type-arg]
+    """A cache whose reads or writes raise what a broken cache raises."""
+
+    def __init__(self, *, reads: bool = False, writes: bool = False) -> None:
+        super().__init__()
+        self.reads, self.writes = reads, writes
+
+    def __getitem__(self, key):
+        if self.reads:
+            raise RuntimeError("cache backend down")
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        if self.writes:
+            raise RuntimeError("cache backend down")
+        super().__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [
+        lambda: cachetools.LRUCache(maxsize=100, getsizeof=len),  # len(None): TypeError
+        lambda: FailingCache(writes=True),
+        lambda: FailingCache(reads=True),
+    ],
+    ids=["getsizeof", "write", "read"],
+)
+def test_a_failing_cache_never_loses_a_served_result(backend, clock, caplog, monkeypatch, cache):
+    from searchfuse.guard import core
+
+    monkeypatch.setattr(core, "FLIGHT_WAIT", 30.0)
+
+    @guard(clock=clock, per_turn=None, cache=cache())
+    def web_search(query: str) -> None:
+        backend.search(query)
+        return None
+
+    assert web_search("nothing") is None  # served, though the cache refused it
+    # The flight ended: an identical call searches at once instead of waiting for it.
+    second = threading.Thread(target=web_search, args=("nothing",))
+    second.start()
+    second.join(timeout=5)
+    assert not second.is_alive()
+    assert backend.queries == ["nothing", "nothing"]
+    assert "cache" in caplog.text
+
+
+async def test_a_failing_cache_never_loses_a_served_async_result(backend, clock, caplog):
+    @guard(clock=clock, per_turn=None, cache=FailingCache(writes=True))
+    async def web_search(query: str) -> dict:
+        return await backend.asearch(query)
+
+    first = await asyncio.wait_for(web_search("q"), 5)
+    second = await asyncio.wait_for(web_search("q"), 5)
+
+    assert first == second == {"query": "q", "results": [{"title": "about q"}]}
+    assert backend.queries == ["q", "q"]
+    assert "not cached" in caplog.text
