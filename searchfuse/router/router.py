@@ -89,6 +89,10 @@ from searchfuse.router.tavily import (
 
 __all__ = ["On429", "Router"]
 
+#: Seconds a `/usage` call being made keeps other searches from starting one
+#: for the same key (its answer, or this much time, ends the claim).
+USAGE_CLAIM = 30.0
+
 log = logging.getLogger("searchfuse.router")
 
 T = TypeVar("T")
@@ -662,15 +666,22 @@ class Router:
         return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
 
     def _reserve_usage_call(self, entry: KeyEntry) -> bool:
-        """Count a `/usage` call against Tavily's limit before making it; False if over."""
+        """Count a `/usage` call against Tavily's limit before making it; False if over.
+
+        The call is claimed for `USAGE_CLAIM` seconds: the other searches of a burst
+        (threads, tasks, processes) do not start a sync of the same key meanwhile.
+        """
         now = self.now()
 
         def change(state: State) -> bool:
-            blocked = state.key(entry.fingerprint).usage_blocked_until
-            if blocked is not None and blocked > now:
+            ks = state.key(entry.fingerprint)
+            if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
                 return False
             name = f"usage:{entry.fingerprint}"
-            return state.take(name, USAGE_CALLS_PER_WINDOW, USAGE_WINDOW, now) <= 0
+            if state.take(name, USAGE_CALLS_PER_WINDOW, USAGE_WINDOW, now) > 0:
+                return False
+            ks.usage_blocked_until = now + USAGE_CLAIM
+            return True
 
         return self.store.update(now, change)
 

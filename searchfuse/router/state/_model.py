@@ -447,11 +447,18 @@ class State:
         # searchfuse never disables a key in the state (the keys file does that):
         # a flag found here is a leftover, and a 200 proves the key works.
         ks.disabled = False
+        before = ks.last_usage.key_usage if ks.last_usage is not None else None
+        ks.local_credits = unshown(ks.local_credits, before, key.key_usage)
         ks.last_usage = key
         ks.last_sync_at = now
-        ks.local_credits = 0.0
+        # The sync is done: the next one is due after the sync interval.
+        ks.usage_blocked_until = None
         acc = self.account(account_id)
-        fresh = replace(plan, synced_at=now, local_credits=0.0)
+        fresh = replace(
+            plan,
+            synced_at=now,
+            local_credits=unshown(acc.local_credits, acc.plan_usage, plan.plan_usage),
+        )
         for f in fields(AccountUsage):
             setattr(acc, f.name, getattr(fresh, f.name))
         plan_spent = acc.left() <= 0
@@ -467,6 +474,21 @@ class State:
                 other.exhausted = other.last_usage.left() <= 0
         if ks.cooldown_reason == auth_reason and ks.cooling(now):
             ks.clear()
+
+
+def unshown(local: float, before: float | None, after: float | None) -> float:
+    """What of `local` (credits counted here since the last sync) a fresh `/usage`
+    figure `after` does not show yet.
+
+    The figure's growth since the last sync (`before`; none yet: 0) is taken
+    to be these credits; the rest were searches still in flight when `/usage`
+    answered, and stay counted (a figure that does not count them yet must not
+    make their quota look unspent). Without a figure, `local` stays as it is.
+    """
+    if after is None:
+        return local
+    grown = max(0.0, after - (before or 0.0))
+    return max(0.0, local - grown)
 
 
 # -- validation of stored values -----------------------------------------------------------
