@@ -611,13 +611,15 @@ class Router:
 
     # -- state changes ---------------------------------------------------------------
 
-    def _acquire(self, entry: KeyEntry, credits: float | None = None) -> Grant:
+    def _acquire(
+        self, entry: KeyEntry, credits: float | None = None, *, honour_hold: bool = True
+    ) -> Grant:
         """One transaction: the hold, the key's state, a slot in its pacing log and,
         with `credits`, the search counted in advance (see `_settle`)."""
         now = self.now()
         fp = entry.fingerprint
         rpm = self._rpm[fp] if self.pace else None
-        honour = self.on_429 != "failover"
+        honour = honour_hold and self.on_429 != "failover"
         charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
         grant = getattr(self.store, "grant", None)
         if grant is not None:
@@ -788,10 +790,14 @@ class Router:
         *,
         park: bool = True,
         refund: _Charged | None = None,
+        retry_hold: float = 0.0,
     ) -> float:
         """Apply the reaction table row for `answer` to `entry`; returns the cooldown set.
 
         `refund`: the search was counted when granted, and was not served.
+        `retry_hold` (with `park=False`, for `on_429="retry"`): hold the router for
+        that long unless a hold already runs; returns `retry_hold` if this call
+        took the hold (it retries for the burst), else 0.0.
         """
         self._trusted = False  # the view does not show what this writes
         now = self.now()
@@ -801,7 +807,7 @@ class Router:
         label = f"{answer.status}" if answer.status is not None else "no answer"
         error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
 
-        def change(state: State) -> None:
+        def change(state: State) -> float:
             # The park and the hold are one transaction: a process that sees the
             # key parked also sees the hold, and refuses without a request.
             if refund is not None:
@@ -810,7 +816,7 @@ class Router:
             ks.account = entry.account
             ks.last_status = answer.status
             if not reaction.penalises_key:
-                return
+                return 0.0
             ks.note_error(now, answer.status, error)
             if reaction.park is Park.EXHAUSTED:
                 ks.exhausted = True
@@ -818,8 +824,12 @@ class Router:
                 ks.park(now, seconds, str(answer.outcome))
                 if hold:
                     state.hold(entry.fingerprint, now + seconds)
+            elif retry_hold > 0 and state.hold_left(now) <= 0:
+                state.hold(entry.fingerprint, now + retry_hold)
+                return retry_hold
+            return 0.0
 
-        self.store.update(now, change)
+        took = self.store.update(now, change)
         if answer.status == 429:
             _telemetry.rate_limited(entry.masked)
         if reaction.penalises_key:
@@ -830,7 +840,7 @@ class Router:
                 error,
                 f"; cooling down {seconds:g} s" if park and seconds else "",
             )
-        return seconds
+        return took if retry_hold > 0 else seconds
 
     # -- classification --------------------------------------------------------------
 
@@ -967,20 +977,30 @@ class Router:
                     and self.on_429 == "retry"
                     and attempt < RETRIES_ON_429
                 ):
-                    # A server's Retry-After wins over our doubling; all waits of one
-                    # call together stay within MAX_WAIT, and within the deadline.
+                    # A server's Retry-After wins over our doubling: a retry it would
+                    # refuse is not sent; all waits of one call together stay within
+                    # MAX_WAIT, and within the deadline.
+                    left = policy.MAX_WAIT - waited
                     retry_wait = answer.retry_after
                     if retry_wait is None:
-                        retry_wait = FIRST_RETRY_WAIT * 2**attempt
-                    retry_wait = min(policy.clamp_wait(retry_wait), policy.MAX_WAIT - waited)
-                    if retry_wait > 0 and not _past(deadline, retry_wait):
-                        self._react(entry, answer, park=False, refund=charged)
+                        retry_wait = min(FIRST_RETRY_WAIT * 2**attempt, left)
+                    retry_wait = max(retry_wait, 0.0)
+                    if 0 < retry_wait <= left and not _past(deadline, retry_wait):
+                        # The router is held meanwhile, as for "stop": the rest of the
+                        # burst is refused without a request. Only the call whose 429
+                        # came first retries; one that finds a hold already running stops.
+                        owns = self._react(
+                            entry, answer, park=False, refund=charged, retry_hold=retry_wait
+                        )
                         charged = None
+                        if not owns:
+                            raise RateLimited(retry_after=self._hold()[0], key=entry.masked)
                         attempt += 1
                         waited += retry_wait
                         yield _Sleep(retry_wait)
                         if self.pace:
-                            grant = self._acquire(entry, credits)
+                            # The hold it set is this retry's own: not honoured.
+                            grant = self._acquire(entry, credits, honour_hold=False)
                             if grant.verdict != "ok":
                                 break  # no room for the retry: stop as after the last retry
                             charged = _Charged(credits, grant.clean)

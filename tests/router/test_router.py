@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from email.utils import formatdate
 from pathlib import Path
 
@@ -193,15 +194,21 @@ def test_429_http_date_retry_after(upstream: Upstream, clock: FakeClock, state_f
     assert info.value.retry_after == pytest.approx(42, abs=1)
 
 
-def test_429_retry_policy_retries_same_key_twice_with_doubling_waits(
-    upstream: Upstream, clock: FakeClock, state_file: Path
-) -> None:
+def _sleeping(clock: FakeClock) -> tuple[list[float], Callable[[float], None]]:
+    """A sleep that advances `clock`, and the waits it was asked for."""
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:
         waits.append(seconds)
         clock.advance(seconds)
 
+    return waits, sleep
+
+
+def test_429_retry_policy_retries_same_key_twice_with_doubling_waits(
+    upstream: Upstream, clock: FakeClock, state_file: Path
+) -> None:
+    waits, sleep = _sleeping(clock)
     router = Router(KEYS[:2], state=state_file, clock=clock, sleep=sleep, on_429="retry")
     upstream.search(K1, 429, reusable=True)
     with pytest.raises(RateLimited):
@@ -210,16 +217,90 @@ def test_429_retry_policy_retries_same_key_twice_with_doubling_waits(
     assert waits == [0.5, 1.0]
 
 
-def test_429_retry_policy_server_retry_after_wins_and_wait_is_clamped(
-    upstream: Upstream, clock: FakeClock, state_file: Path
+@pytest.mark.parametrize("retry_after", ["60", "11"])
+def test_429_retry_policy_sends_no_retry_the_server_would_refuse(
+    upstream: Upstream, clock: FakeClock, state_file: Path, retry_after: str
 ) -> None:
+    # The server's Retry-After wins: a retry before it is over would be another
+    # 429, and waiting it out would pass the 10 s a call may wait. So: stop.
     waits: list[float] = []
     router = Router([K1], state=state_file, clock=clock, sleep=waits.append, on_429="retry")
-    upstream.search(K1, 429, headers={"Retry-After": "60"}, reusable=True)
+    upstream.search(K1, 429, headers={"Retry-After": retry_after}, reusable=True)
     with pytest.raises(RateLimited) as info:
         router.search("q")
-    assert waits == [10.0]  # all waits of one call together stay within 10 s
-    assert info.value.retry_after == 60.0  # the park is not
+    assert waits == []
+    assert upstream.searches() == [K1]
+    assert info.value.retry_after == float(retry_after)
+    with pytest.raises(CooldownActive):
+        router.search("another")  # held, as after "stop"
+    assert upstream.searches() == [K1]
+
+
+def test_429_retry_policy_waits_a_retry_after_within_the_budget(
+    upstream: Upstream, clock: FakeClock, state_file: Path
+) -> None:
+    waits, sleep = _sleeping(clock)
+    router = Router([K1], state=state_file, clock=clock, sleep=sleep, on_429="retry")
+    upstream.search(K1, 429, headers={"Retry-After": "4"})
+    upstream.search(K1, 200)
+    assert router.search("q")["searchfuse"]["key"] == "tvly-dev-…0001"
+    assert waits == [4.0]
+    assert upstream.searches() == [K1, K1]
+
+
+def test_429_retry_policy_holds_the_rest_of_the_burst_while_it_retries(
+    upstream: Upstream, clock: FakeClock, state_file: Path
+) -> None:
+    # While the call that drew the 429 waits to retry, every other search of the
+    # router (and of other processes on the same state) is refused unsent.
+    refused: list[BaseException] = []
+
+    def sleep(seconds: float) -> None:
+        for query in ("b", "c"):
+            try:
+                router.search(query)
+            except CooldownActive as exc:
+                refused.append(exc)
+        clock.advance(seconds)
+
+    router = Router(KEYS[:2], state=state_file, clock=clock, sleep=sleep, on_429="retry")
+    upstream.search(K1, 429, headers={"Retry-After": "2"})
+    upstream.search(K1, 200)
+    assert router.search("a")["searchfuse"]["key"] == "tvly-dev-…0001"
+    assert len(refused) == 2 and all(e.retry_after == 2.0 for e in refused)
+    assert upstream.searches() == [K1, K1]  # the retry only, and on the same key
+
+
+def test_429_retry_policy_a_429_that_finds_a_hold_running_stops_at_once(
+    clock: FakeClock, state_file: Path
+) -> None:
+    # Two searches in flight draw a 429 each: the one whose 429 came first holds
+    # the router and retries for the burst; this one, whose 429 comes second,
+    # finds the hold and stops without retrying.
+    waits: list[float] = []
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/usage":
+            return httpx.Response(404)
+        sent.append(request.headers["Authorization"][-4:])
+        now = clock()
+        # The other call's 429 was recorded while this request was at Tavily.
+        router.store.update(now, lambda s: s.hold(router.keys[0].fingerprint, now + 3))
+        return httpx.Response(429, headers={"Retry-After": "3"})
+
+    router = Router(
+        KEYS[:2],
+        state=state_file,
+        clock=clock,
+        sleep=waits.append,
+        on_429="retry",
+        transport=httpx.MockTransport(handler),
+    )
+    with pytest.raises(RateLimited) as info:
+        router.search("b")
+    assert waits == [] and sent == ["0001"]
+    assert info.value.retry_after == pytest.approx(3)
 
 
 def test_429_retry_policy_succeeds_after_one_retry(
