@@ -240,17 +240,30 @@ class BadRequest(SearchFailed):
     when Tavily answered, `None` when nothing was sent.
     """
 
-    def __init__(self, detail: str = "", *, sent: bool = True) -> None:
+    def __init__(self, detail: str = "", *, sent: bool = True, status: int = 400) -> None:
         self.sent = sent
         if sent:
-            text = f"Tavily rejected the request (400 Bad Request): {detail or 'no detail given'}"
+            text = (
+                f"Tavily rejected the request ({_status_text(status)}): "
+                f"{detail or 'no detail given'}"
+            )
         else:
             text = f"the request was not sent: {detail or 'it is malformed'}"
         super().__init__(
             f"{text}. Fix the search parameters; retrying the same request will fail again.",
-            status_code=400 if sent else None,
+            status_code=status if sent else None,
             detail=detail,
         )
+
+
+def _status_text(status: int) -> str:
+    """`"400 Bad Request"`; the bare number for a status HTTP does not name."""
+    import http
+
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
 
 
 class StoreUnavailable(SearchFailed):

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_PARK",
     "MAX_WAIT",
     "REACTIONS",
+    "TRANSIENT_4XX",
     "Outcome",
     "Park",
     "Reaction",
@@ -138,6 +139,11 @@ REACTIONS: dict[Outcome, Reaction] = {
 }
 
 
+#: 4xx answers about the moment, not the request: 408 Request Timeout (the
+#: server gave up waiting for it) and 425 Too Early. Like a 5xx: another key, later.
+TRANSIENT_4XX = frozenset({408, 425})
+
+
 def classify_status(status: int | None) -> Outcome:
     """The table row for an HTTP status; `None` is a timeout or connection error."""
     if status is None:
@@ -150,7 +156,7 @@ def classify_status(status: int | None) -> Outcome:
         return Outcome.RATE_LIMITED
     if status in (432, 433):
         return Outcome.EXHAUSTED
-    if status >= 500:
+    if status >= 500 or status in TRANSIENT_4XX:
         return Outcome.UPSTREAM
     if 300 <= status < 400 or status in (404, 405):
         # Tavily never redirects and always has /search: the address is wrong.

@@ -1045,7 +1045,7 @@ class Router:
                 "Tavily's API (Tavily never redirects and always has /search)",
                 f"set {source} to https://api.tavily.com, or to the address of your proxy",
             )
-        return BadRequest(answer.detail)
+        return BadRequest(answer.detail, status=answer.status or 400)
 
     def _request_flow(
         self,
@@ -1084,7 +1084,9 @@ class Router:
                 _Answer(Outcome.UPSTREAM, 200, "answer was not a JSON object", None),
                 refund=charged,
             )
-            raise SearchFailed("Tavily answered 200 with a body that is not a JSON object")
+            raise SearchFailed(
+                f"Tavily answered {response.status_code} with a body that is not a JSON object"
+            )
         usage = data.get("usage")
         credits = figure(usage.get("credits")) if isinstance(usage, dict) else None
         if path == "/search" and credits is not None and credits > MAX_SEARCH_CREDITS:

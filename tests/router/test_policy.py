@@ -38,6 +38,10 @@ NOW = 1_768_478_400.0
         (433, Outcome.EXHAUSTED),
         (500, Outcome.UPSTREAM),
         (503, Outcome.UPSTREAM),
+        (408, Outcome.UPSTREAM),  # the moment, not the request
+        (425, Outcome.UPSTREAM),
+        (413, Outcome.BAD_REQUEST),
+        (402, Outcome.BAD_REQUEST),
         (None, Outcome.UPSTREAM),
     ],
 )

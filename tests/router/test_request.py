@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from searchfuse import BadRequest, NoKeyAvailable, Router
+from searchfuse import BadRequest, NoKeyAvailable, Router, SearchFailed
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
 K1, K2, K3, K4 = TEST_KEYS
@@ -196,3 +196,45 @@ async def test_no_cookie_rides_along_with_an_async_request() -> None:
     assert all("Cookie" not in r.headers for r in searches)
     assert searches[-1].content == b'{"query":"second","max_results":5,"include_usage":true}'
     await router.aclose()
+
+
+@pytest.mark.parametrize("status", [408, 425])
+def test_a_4xx_about_the_moment_fails_over_like_a_5xx(status: int) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/usage":
+            return httpx.Response(404)
+        seen.append(request.headers["Authorization"][-4:])
+        if len(seen) == 1:
+            return httpx.Response(status, json={"detail": {"error": "try later"}})
+        return httpx.Response(200, json={"results": [], "usage": {"credits": 1}})
+
+    router = Router([K1, K2], transport=httpx.MockTransport(handler))
+    assert router.search("q")["searchfuse"]["key"] == "tvly-dev-…0002"
+    assert seen == ["0001", "0002"]
+
+
+@pytest.mark.parametrize(("status", "says"), [(413, "413 Request Entity Too Large"), (402, "402")])
+def test_a_4xx_about_the_request_says_which_status_tavily_gave(status: int, says: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/usage":
+            return httpx.Response(404)
+        return httpx.Response(status, json={"detail": {"error": "no"}})
+
+    router = Router([K1, K2], transport=httpx.MockTransport(handler))
+    with pytest.raises(BadRequest) as info:
+        router.search("q")
+    assert info.value.status_code == status and info.value.sent is True
+    assert str(info.value).startswith(f"Tavily rejected the request ({says}")
+
+
+def test_a_success_status_without_json_names_the_status() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/usage":
+            return httpx.Response(404)
+        return httpx.Response(204)
+
+    router = Router([K1], transport=httpx.MockTransport(handler))
+    with pytest.raises(SearchFailed, match="answered 204 with a body"):
+        router.search("q")
