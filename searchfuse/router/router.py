@@ -78,6 +78,7 @@ from searchfuse.router.tavily import (
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
     USAGE_WINDOW,
+    DeadlineExceeded,
     JSONBody,
     Reply,
     TavilyHTTP,
@@ -243,6 +244,14 @@ def _expected_credits(path: str, body: Mapping[str, Any]) -> float:
     if path != "/search":
         return 1.0
     return float(SEARCH_CREDITS.get(str(body.get("search_depth", "basic")), 1))
+
+
+def _maybe_served(result: object) -> bool:
+    """True for a failure after the request reached Tavily: the answer timed out or
+    broke off while it was read (Tavily may have served and charged it)."""
+    return isinstance(
+        result, httpx.ReadTimeout | httpx.ReadError | httpx.RemoteProtocolError | DeadlineExceeded
+    )
 
 
 def _advance(flow: Generator[_Step, Any, Any], value: Any) -> tuple[bool, Any]:
@@ -1006,7 +1015,9 @@ class Router:
                             charged = _Charged(credits, grant.clean)
                         continue
                 break
-            cooldown = self._react(entry, answer, refund=charged)
+            # An answer that stopped coming may have been served, and charged: it
+            # stays counted (counters err on the side of quota spent).
+            cooldown = self._react(entry, answer, refund=None if _maybe_served(result) else charged)
             if reaction.trips_breaker and self._breaker.failed(self.now(), self.cooldown_seconds):
                 log.warning(
                     "Tavily failed %d times in a row; every request pauses for %s",

@@ -92,7 +92,20 @@ def test_a_served_search_is_one_store_transaction(kind: str, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("kind", STORES)
-@pytest.mark.parametrize("fault", [500, 503, 400, "timeout", "connect"])
+def test_an_answer_that_timed_out_stays_counted(kind: str, tmp_path: Path) -> None:
+    # Tavily may have served (and charged) a search whose answer did not come in
+    # time: it stays counted, so the store errs on the side of quota spent.
+    fake, _, router = setup(kind, tmp_path, on_429="stop", max_keys_per_call=1)
+    before = counted(router)
+    fake.slow_next(40, path="/search")  # served and charged, answered too late
+    with pytest.raises((SearchFailed, SearchRefused)):
+        router.search("slow")
+    assert fake.usage_of(K1)["key"]["usage"] == before[1] + 1
+    assert counted(router) == (before[0] + 1, before[1] + 1)
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("fault", [500, 503, 400, "connect"])
 def test_a_search_that_was_not_served_is_refunded(
     kind: str, fault: int | str, tmp_path: Path
 ) -> None:
