@@ -12,11 +12,14 @@ from typing import Any
 
 __all__ = [
     "MAX_PARK",
+    "MAX_QUERY_LENGTH",
     "MAX_WAIT",
     "MIN_RETRY_AFTER",
+    "attribute",
     "clamp_park",
     "clamp_wait",
     "parse_retry_after",
+    "query_problem",
     "retry_after_of",
     "status_of",
 ]
@@ -25,48 +28,99 @@ __all__ = [
 MAX_PARK = 3600.0
 #: The longest the caller is ever made to wait inside one call (`on_429="retry"`).
 MAX_WAIT = 10.0
+#: The longest query Tavily accepts, in characters.
+MAX_QUERY_LENGTH = 400
+#: Why a text with half a UTF-16 pair cannot be sent.
+LONE_SURROGATE = (
+    "the query or a parameter contains a lone surrogate (half of an emoji or "
+    "other character); remove it or send the whole character"
+)
 #: The shortest Retry-After believed. The header counts whole seconds, so "0"
 #: (or "0.01") can only mean "under a second"; taken literally it would switch
 #: the router's hold and the guard's fuse off while the server is refusing us.
 MIN_RETRY_AFTER = 1.0
 
 
-def parse_retry_after(value: str | float | int | None, now: float) -> float | None:
+def parse_retry_after(value: object, now: float) -> float | None:
     """Seconds to wait from a `Retry-After` value, or `None` if it says nothing usable.
 
-    Accepts delta-seconds (`"60"`, `"0.5"`) and HTTP dates. Negative,
-    non-finite and malformed values count as absent; values below
-    `MIN_RETRY_AFTER` are raised to it. The result is not clamped from
+    Accepts delta-seconds as a number, a numeric string (`"60"`, `" 0.5 "`)
+    or a `decimal.Decimal`; a `datetime.timedelta`; an absolute time as an
+    aware `datetime.datetime` or an HTTP date; and any object that converts
+    to a number (`__float__` or `__index__`). Negative, non-finite,
+    malformed and unknown values count as absent (never an error); values
+    below `MIN_RETRY_AFTER` are raised to it. The result is not clamped from
     above: see `clamp_park` and `clamp_wait`.
     """
-    if value is None:
+    try:
+        seconds = _seconds(value, now)
+    except Exception:  # an exotic object whose conversion fails: absent, never an error
         return None
-    if isinstance(value, bool):
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return None
+    return max(seconds, MIN_RETRY_AFTER)
+
+
+def _seconds(value: object, now: float) -> float | None:
+    """`value` as seconds from `now` (unchecked), or `None` when it is no time at all."""
+    import datetime
+
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        seconds = float(value)
-    else:
+        return float(value)
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            return None  # a naive time could be any zone
+        return _until(value.timestamp() - now)
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if isinstance(value, str):
         text = value.strip()
         if not text:
             return None
         try:
-            seconds = float(text)
+            return float(text)
         except ValueError:
-            import email.utils  # HTTP dates are rare; the import is not
+            pass
+        import email.utils  # HTTP dates are rare; the import is not
 
-            try:
-                when = email.utils.parsedate_to_datetime(text)
-            except (TypeError, ValueError, IndexError):
-                return None
-            if when is None or when.tzinfo is None:
-                return None
-            seconds = when.timestamp() - now
-            # A date in the past means "now": absent, not negative.
-            if seconds < 0:
-                return None
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
-    return max(seconds, MIN_RETRY_AFTER)
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        return _until(when.timestamp() - now)
+    if hasattr(type(value), "__float__"):  # Decimal, Fraction, numpy numbers
+        return float(value)  # type: ignore[arg-type]
+    if hasattr(type(value), "__index__"):
+        return float(value.__index__())  # type: ignore[attr-defined]
+    return None
+
+
+def _until(seconds: float) -> float | None:
+    # A date in the past means "now": absent, not negative.
+    return None if seconds < 0 else seconds
+
+
+def query_problem(query: object) -> str | None:
+    """Why Tavily cannot be sent `query` (so it never is), or `None` when it can be.
+
+    The router refuses such a query before sending it; the guard spends no
+    turn budget on it.
+    """
+    if not isinstance(query, str) or not query.strip():
+        return "query must be a non-empty string"
+    if len(query) > MAX_QUERY_LENGTH:
+        return f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}"
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE_SURROGATE
+    return None
 
 
 def clamp_park(seconds: float) -> float:
@@ -98,9 +152,31 @@ def _tavily_python_status(exc: BaseException) -> int | None:
 
 
 def _int_status(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    """An HTTP status from an int, an int-like object (`HTTPStatus`, `__index__`) or `"429"`."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        return int(text) if text.isdecimal() and len(text) == 3 else None
+    index = getattr(type(value), "__index__", None)
+    if index is not None:
+        return int(index(value))
     return None
+
+
+def attribute(obj: object, name: str) -> Any:
+    """`getattr(obj, name, None)` that never raises.
+
+    A backend's exception is read to classify it (its status, its
+    Retry-After); a property that raises while being read must never
+    replace the backend's own error, so it reads as absent.
+    """
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -108,32 +184,37 @@ def status_of(exc: BaseException) -> int | None:
 
     Recognises searchfuse's own errors, `httpx.HTTPStatusError` (through
     its `response`, without importing httpx), tavily-python's errors, and
-    any exception carrying `status_code` or `response.status_code`.
+    any exception carrying `status_code` or `response.status_code` (an
+    int, an int-like object or a numeric string). Reading never raises: an
+    attribute that fails to read counts as absent.
     """
-    code = _int_status(getattr(exc, "status_code", None))
-    if code is not None:
-        return code
-    code = _int_status(getattr(getattr(exc, "response", None), "status_code", None))
-    if code is not None:
-        return code
-    return _tavily_python_status(exc)
+    try:
+        code = _int_status(attribute(exc, "status_code"))
+        if code is not None:
+            return code
+        code = _int_status(attribute(attribute(exc, "response"), "status_code"))
+        if code is not None:
+            return code
+        return _tavily_python_status(exc)
+    except Exception:  # an int-like status whose conversion fails, a str() that raises
+        return None
 
 
 def retry_after_of(exc: BaseException, now: float) -> float | None:
-    """The Retry-After an exception carries (header, attribute), unclamped, or `None`."""
+    """The Retry-After an exception carries (attribute, header), unclamped, or `None`.
+
+    Reading never raises: attributes or headers that fail to read, or hold
+    something that is no time, count as absent.
+    """
     for attr in ("retry_after", "retry_after_seconds"):
-        value: Any = getattr(exc, attr, None)
-        if value is not None:
-            parsed = parse_retry_after(value, now)
-            if parsed is not None:
-                return parsed
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+        parsed = parse_retry_after(attribute(exc, attr), now)
+        if parsed is not None:
+            return parsed
+    headers = attribute(attribute(exc, "response"), "headers")
     if headers is not None:
         try:
             value = headers.get("retry-after")
         except Exception:  # an exotic headers object: treat as absent
             value = None
-        if isinstance(value, str):
-            return parse_retry_after(value, now)
+        return parse_retry_after(value, now)
     return None

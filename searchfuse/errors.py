@@ -100,15 +100,27 @@ class TurnLimitReached(SearchRefused):
 
     reason = "turn_limit"
 
-    def __init__(self, per_turn: int = 1, message: str | None = None) -> None:
+    def __init__(
+        self, per_turn: int = 1, message: str | None = None, *, failed: bool = False
+    ) -> None:
         self.per_turn = per_turn
+        #: Every search this turn spent failed (the backend answered with an error).
+        self.failed = failed
         if message is None and per_turn == 0:
             message = (
                 "Search refused: web search is switched off for this tool; no search may "
                 "reach the backend. Answer from what you already have or from local data."
             )
+        plural = "search" if per_turn == 1 else "searches"
+        if message is None and failed:
+            message = (
+                f"Search refused: this reply already used its {per_turn} web {plural}, and "
+                f"{'it' if per_turn == 1 else 'each'} failed: no search result came back. "
+                "Do not search again in this reply. "
+                "Answer from what you already have or from local data, or tell the user "
+                "that the web search failed; search again in your next reply if still needed."
+            )
         if message is None:
-            plural = "search" if per_turn == 1 else "searches"
             message = (
                 f"Search refused: this reply already used its {per_turn} web {plural}. "
                 "Do not search again in this reply. Use the result of that search (it "

@@ -33,8 +33,15 @@ from dataclasses import dataclass
 from types import GeneratorType
 from typing import TYPE_CHECKING, Any, Final
 
-from searchfuse import _clock, _telemetry
-from searchfuse.errors import RateLimited, SearchRefused, TurnLimitReached
+from searchfuse import _answers, _clock, _telemetry
+from searchfuse.errors import (
+    CooldownActive,
+    RateLimited,
+    SearchRefused,
+    StoreUnavailable,
+    Throttled,
+    TurnLimitReached,
+)
 from searchfuse.guard.cache import (
     CACHE_LOCK,
     CacheKey,
@@ -388,6 +395,9 @@ class Guard:
         now = self.now()
         with turn(id=turn_id) if turn_id is not None else _no_scope():
             spent = self.budget.spent(min_interval=self.min_interval, now=now)
+            failed = (
+                spent > 0 and self.budget.failed(min_interval=self.min_interval, now=now) >= spent
+            )
         running: set[Hashable] = set()
         blocked: SearchRefused | None = None
         checked = False
@@ -397,11 +407,16 @@ class Guard:
             if key is not None and (key in running or self._hit(key)):
                 decisions.append(None)  # a repeat shares the search; a cache hit is free
                 continue
+            if _answers.query_problem(call.query) is not None:
+                # Never sent (the router refuses it before sending): it fails with its
+                # own error and takes no search from the calls that can run.
+                decisions.append(None)
+                continue
             if not checked:
                 blocked, checked = self.check(), True
             refusal = blocked
             if refusal is None and self.per_turn is not None and spent >= self.per_turn:
-                refusal = TurnLimitReached(self.per_turn)
+                refusal = TurnLimitReached(self.per_turn, failed=failed and not running)
             if refusal is None:
                 spent += 1
                 if key is not None:  # an uncacheable call is a search of its own
@@ -501,17 +516,14 @@ class Guard:
                 next(self._stats.checklist_answers)
                 return answer
         cache = self.cache
-        if cache is None:
-            # No flights to wait on: every call, nested or not, is its own search.
-            return (yield from self._search(None))
         if key is _UNREAD:
             key = self.key_or_none(query, params)
-        if key is None:
-            return (yield from self._search(None))  # uncacheable: no entry, no flight
-        chain = _CHAIN.get()
-        if chain and (self, key) in chain:
+        if self._in_chain(key):
             # The tool calling itself with the same arguments: its own search, continued.
             return (yield from self._search(key, again=True))
+        if cache is None or key is None:
+            # No flights to wait on (no cache, or an uncacheable call): its own search.
+            return (yield from self._search(key))
         while True:
             with CACHE_LOCK:
                 hit = _lookup(cache, key)
@@ -541,6 +553,16 @@ class Guard:
                 raise value
             # _RETRY: the leader got no result this call can use; decide afresh.
         return (yield from self._lead(cache, key, flight))
+
+    def _in_chain(self, key: Hashable) -> bool:
+        """Whether the current call chain already runs this guard's search for `key`."""
+        chain = _CHAIN.get()
+        if not chain or key is None:
+            return False
+        try:
+            return (self, key) in chain
+        except Exception:  # arguments that cannot be compared: not the same call
+            return False
 
     def _refused(self, refusal: SearchRefused) -> None:
         """Count and log a refusal on its way out of a flow."""
@@ -600,12 +622,13 @@ class Guard:
         next(self._stats.searches)
         # A bare pass-through (call not read, no flights) cannot wait on itself.
         token = _CHAIN.set((*_CHAIN.get(), (self, key))) if key is not None else None
-        answered = False
+        answered = failed = False
         try:
             result = yield (_BACKEND, None)
             answered = True
         except Exception as exc:
-            answered = True  # the backend answered, with an error
+            # The backend answered with an error, unless the error says nothing was sent.
+            answered = failed = not nothing_sent(_carried(exc))
             if not is_rate_limit(exc):
                 raise
             stop = self._tripped(exc)
@@ -615,10 +638,11 @@ class Guard:
         finally:
             if token is not None:
                 _CHAIN.reset(token)
-            if reservation is not None and (reservation.implicit or not answered):
-                # A search cancelled before any answer gives its turn's budget back:
-                # nobody can be told to "use the result of that search".
-                self.budget.release(reservation, now=self.now(), used=answered)
+            if reservation is not None and (reservation.implicit or failed or not answered):
+                # A search cancelled or refused before sending gives its turn's budget
+                # back, and a failed one is remembered: nobody is told to "use the
+                # result of that search" when none came.
+                self.budget.release(reservation, now=self.now(), used=answered, failed=failed)
         return result if self.adapt is None else self.adapt(result)
 
     def _tripped(self, exc: BaseException) -> RateLimited:
@@ -657,6 +681,8 @@ class Guard:
             except SearchRefused as refusal:
                 self._refused(refusal)
                 raise
+            except _Carried as carried:
+                raise carried.unwrap() from None
             value = error = None
             try:
                 if step == _BACKEND:
@@ -665,6 +691,8 @@ class Guard:
                     value = argument.wait(FLIGHT_WAIT)
                 else:
                     value = consult(self.checklist, argument)
+            except StopIteration as exc:
+                error = _Carried(exc)
             except BaseException as exc:
                 error = exc
 
@@ -686,6 +714,8 @@ class Guard:
             except SearchRefused as refusal:
                 self._refused(refusal)
                 raise
+            except _Carried as carried:
+                raise carried.unwrap() from None
             value = error = None
             try:
                 if step == _BACKEND:
@@ -709,6 +739,8 @@ class Guard:
                 raise TypeError("Guard.run() needs a backend when the guard has no router")
             return router.search(query, **router_arguments(Call(query, params, self.name)))
         result = router.call(backend) if self.inject is not None and router else backend()
+        if inspect.isawaitable(result):
+            _refuse_awaitable(result, self.name)
         if isinstance(result, GeneratorType):
             # Consumed here, inside the guard: a 429 raised while producing
             # results trips the fuse, and the cache never holds a spent generator.
@@ -738,6 +770,53 @@ class Guard:
         elif inspect.isgenerator(result):
             result = list(result)
         return result
+
+
+class _Carried(Exception):
+    """Carries a `StopIteration` from the backend through a flow unchanged.
+
+    Raised inside a generator (or a coroutine), `StopIteration` becomes
+    `RuntimeError: generator raised StopIteration` (PEP 479); the drivers
+    throw this into the flow instead and raise the original out of it.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+    def unwrap(self) -> BaseException:
+        return self.error
+
+
+def _carried(exc: BaseException) -> BaseException:
+    return exc.error if isinstance(exc, _Carried) else exc
+
+
+def nothing_sent(exc: BaseException) -> bool:
+    """Whether the error `exc` says the search never reached the backend.
+
+    searchfuse's own: a request refused before sending
+    ([`BadRequest`][searchfuse.errors.BadRequest] with `sent=False`), the router's state
+    store unavailable, pacing and cooldown refusals, an inner turn limit;
+    and any error with `sent = False`. Such a search spends no turn budget.
+    """
+    if isinstance(exc, CooldownActive | Throttled | TurnLimitReached | StoreUnavailable):
+        return True
+    return _answers.attribute(exc, "sent") is False
+
+
+def _refuse_awaitable(result: Any, name: str) -> None:
+    """A sync tool returned an awaitable: never await it here, never cache it."""
+    error = TypeError(
+        f"guard() guarded {name}() as a sync function, but it returned "
+        f"{type(result).__name__!s} (an awaitable): the search would run after the guard "
+        "returned, outside its budget, fuse and cache. Guard an `async def` instead, e.g. "
+        "`async def web_search(query): return await backend(query)`."
+    )
+    if inspect.iscoroutine(result):
+        result.close()  # never started, so no "never awaited" warning
+        error.sent = False  # type: ignore[attr-defined]  # nothing was sent: no budget spent
+    raise error
 
 
 def _spread(cache_key: CacheKey) -> Callable[[str, Mapping[str, Any]], Hashable]:

@@ -110,9 +110,11 @@ class _DecorateReturning(Protocol[T_co]):
 
 
 def _unwrap_descriptor(func: Any) -> Any:
-    """The function inside a `classmethod`/`staticmethod` object."""
+    """The function inside a `classmethod`/`staticmethod` object or a `functools.partial`."""
     if isinstance(func, classmethod | staticmethod):
         return func.__func__
+    while isinstance(func, functools.partial):
+        func = func.func
     return func
 
 
@@ -241,7 +243,10 @@ class _Shell:
         """`(hit, None, ...)` for a cache hit, else `(_MISS, flow, query, params)`."""
         core = self.core
         if not self.reads_call:
-            return _MISS, core._search(None), None, None  # a bare pass-through
+            # A bare pass-through: its arguments as they came mark its search,
+            # so a retry inside the tool continues it.
+            raw = (args, tuple(kwargs.items())) if kwargs else args
+            return _MISS, core._search(raw, again=core._in_chain(raw)), None, None
         looks_up_first = self.looks_up_first
         seen: Hashable = None
         if looks_up_first and instance is None:

@@ -21,7 +21,7 @@ import itertools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple
@@ -159,6 +159,9 @@ class TurnBudget:
         # An OrderedDict: forgetting the oldest is popitem(last=False), O(1),
         # where deleting a plain dict's first key degrades to O(n).
         self._spent: OrderedDict[Hashable, int] = OrderedDict()
+        # Of those, the searches whose backend answered with an error: a turn
+        # whose searches all failed is never told to "use the result".
+        self._failed: dict[Hashable, int] = {}
         self._implicit_ids = itertools.count(1)
         self._implicit: Hashable = ("implicit", 0)
         self._implicit_in_flight = 0
@@ -182,27 +185,38 @@ class TurnBudget:
             if allowed:
                 self._spent[key] = spent + 1
                 if not spent and len(self._spent) > self._remember:
-                    self._spent.popitem(last=False)
-            elif turn_id is None:
-                # A refused call is still part of the burst: it ends now.
-                self._leave_implicit(now)
+                    oldest, _ = self._spent.popitem(last=False)
+                    self._failed.pop(oldest, None)
+            else:
+                failed = spent > 0 and self._failed.get(key, 0) >= spent
+                if turn_id is None:
+                    # A refused call is still part of the burst: it ends now.
+                    self._leave_implicit(now)
         if not allowed:
-            raise TurnLimitReached(per_turn if per_turn is not None else 0)
+            raise TurnLimitReached(per_turn if per_turn is not None else 0, failed=failed)
         return Reservation(key, turn_id is None)
 
-    def release(self, reservation: Reservation, *, now: float, used: bool = True) -> None:
+    def release(
+        self, reservation: Reservation, *, now: float, used: bool = True, failed: bool = False
+    ) -> None:
         """Mark the reserved search finished.
 
         A search that was answered (with a result or an error) stays counted
-        in its turn; `used=False` (cancelled before any answer) gives the
-        search back to the turn.
+        in its turn; `used=False` (nothing was sent: cancelled before any
+        answer, or refused before sending) gives the search back to the
+        turn. `failed=True`: the backend answered with an error, so the
+        turn's refusal tells the model the search failed instead of pointing
+        it at a result that does not exist.
         """
-        if reservation.implicit or not used:
+        if reservation.implicit or not used or failed:
             with self._lock:
+                turn = reservation.turn
                 if not used:
-                    spent = self._spent.get(reservation.turn, 0)
+                    spent = self._spent.get(turn, 0)
                     if spent > 0:
-                        self._spent[reservation.turn] = spent - 1
+                        self._spent[turn] = spent - 1
+                elif failed and turn in self._spent:
+                    self._failed[turn] = self._failed.get(turn, 0) + 1
                 if reservation.implicit:
                     self._leave_implicit(now)
 
@@ -210,18 +224,26 @@ class TurnBudget:
         """Forget every turn's count and the implicit burst (for tests, or a new session)."""
         with self._lock:
             self._spent.clear()
+            self._failed.clear()
             self._implicit = ("implicit", next(self._implicit_ids))
             self._implicit_in_flight = 0
             self._implicit_last = None
 
     def spent(self, *, min_interval: float, now: float) -> int:
         """Searches spent so far in the caller's turn (`0` if a new turn would start)."""
+        return self._count(self._spent, min_interval, now)
+
+    def failed(self, *, min_interval: float, now: float) -> int:
+        """Of the searches spent in the caller's turn, those the backend answered with an error."""
+        return self._count(self._failed, min_interval, now)
+
+    def _count(self, counts: Mapping[Hashable, int], min_interval: float, now: float) -> int:
         turn_id = current_turn_id()
         with self._lock:
             if turn_id is not None:
-                return self._spent.get(turn_id, 0)
+                return counts.get(turn_id, 0)
             if self._implicit_live(min_interval, now):
-                return self._spent.get(self._implicit, 0)
+                return counts.get(self._implicit, 0)
             return 0
 
     # -- the implicit burst ------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from searchfuse import _clock, _telemetry
+from searchfuse._answers import LONE_SURROGATE, query_problem
 from searchfuse._format import duration
 from searchfuse._secrets import redact
 from searchfuse.errors import (
@@ -73,7 +74,6 @@ from searchfuse.router.state import (
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
 from searchfuse.router.tavily import (
     ENDPOINTS,
-    MAX_QUERY_LENGTH,
     RATE_WINDOW,
     SEARCH_CREDITS,
     USAGE_CALLS_PER_WINDOW,
@@ -1141,14 +1141,9 @@ class Router:
                 "pass keys to the Router, not in the request: api_key is not a parameter"
             )
         if endpoint == "/search":
-            query = body.get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise BadRequest("query must be a non-empty string", sent=False)
-            if len(query) > MAX_QUERY_LENGTH:
-                raise BadRequest(
-                    f"query is {len(query)} characters; Tavily accepts at most {MAX_QUERY_LENGTH}",
-                    sent=False,
-                )
+            problem = query_problem(body.get("query"))
+            if problem is not None:
+                raise BadRequest(problem, sent=False)
         sent = {k: v for k, v in body.items() if v is not None}
         # Count credits locally instead of asking /usage before every request (incident 3).
         sent.setdefault("include_usage", True)
@@ -1157,11 +1152,7 @@ class Router:
             return JSONBody(sent)
         except UnicodeEncodeError:
             # A lone surrogate: half an emoji, cut off in a model's JSON tool call.
-            raise BadRequest(
-                "the query or a parameter contains a lone surrogate (half of an emoji or "
-                "other character); remove it or send the whole character",
-                sent=False,
-            ) from None
+            raise BadRequest(LONE_SURROGATE, sent=False) from None
         except RecursionError:
             raise BadRequest(
                 "the parameters are nested too deeply to be sent as JSON", sent=False

@@ -24,6 +24,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from searchfuse import _answers
 from searchfuse._secrets import redact
 from searchfuse.errors import ConfigError, SearchFailed
 
@@ -62,7 +63,7 @@ __all__ = [
 DEFAULT_BASE_URL = "https://api.tavily.com"
 #: Connect fast, allow a search a while: advanced searches take seconds.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-MAX_QUERY_LENGTH = 400
+MAX_QUERY_LENGTH = _answers.MAX_QUERY_LENGTH
 #: Credits per search by depth (Tavily: basic 1, advanced 2).
 SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
 #: The `POST` endpoints a router sends requests to, all with the same key

@@ -322,3 +322,48 @@ def test_a_second_install_replaces_the_first(
     assert hermes.registry.get_provider("tavily") is bundled
     assert hermes.registry.get_provider("searchfuse") is None
     assert second.pre_tool_call not in manager._hooks.get("pre_tool_call", [])
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 401, "\ud800"])
+def test_a_query_refused_before_sending_leaves_the_reply_its_search(
+    router: Router, fake_tavily: FakeTavily, bad: str
+) -> None:
+    from searchfuse.integrations.hermes import SearchFusePlugin
+
+    plugin = SearchFusePlugin(router=router)
+
+    def hook(query: str) -> dict[str, str] | None:
+        answer: dict[str, str] | None = plugin.pre_tool_call(
+            tool_name="web_search", args={"query": query}, api_request_id="r:api:1"
+        )
+        return answer
+
+    assert hook(bad) is None
+    failed = plugin.search(bad)
+    assert failed["success"] is False
+    assert failed["error"].startswith("the request was not sent")
+    assert hook("python 3.13") is None  # the reply's one search is still there
+    assert plugin.search("python 3.13")["success"] is True
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+def test_after_a_failed_search_the_hook_says_it_failed(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    from searchfuse.integrations.hermes import SearchFusePlugin
+
+    plugin = SearchFusePlugin(router=router)
+    fake_tavily.fail_next(400, path="/search")
+    assert (
+        plugin.pre_tool_call(
+            tool_name="web_search", args={"query": "python 3.13"}, api_request_id="r:api:1"
+        )
+        is None
+    )
+    assert plugin.search("python 3.13")["success"] is False
+    blocked = plugin.pre_tool_call(
+        tool_name="web_search", args={"query": "rust 2024"}, api_request_id="r:api:1"
+    )
+    assert blocked is not None
+    assert blocked["message"] == TurnLimitReached(1, failed=True).message
+    assert "Use the result" not in blocked["message"]

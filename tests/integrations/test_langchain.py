@@ -598,3 +598,41 @@ def test_the_model_never_reads_operator_text_when_no_key_can_serve(
         for operator_text in ("keys.json", "searchfuse ", "config/", "diagnose", "tvly-"):
             assert operator_text not in text
         assert len(text) < 300
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 401, "\ud800"])
+def test_guard_tool_gives_back_the_search_of_a_query_never_sent(
+    fake_tavily: FakeTavily, router: Router, bad: str
+) -> None:
+    guarded = guard_tool(RoutedTavilySearch(router=router))
+
+    def call(query: str, call_id: str) -> ToolMessage:
+        message: ToolMessage = guarded.invoke(
+            {"name": "tavily_search", "args": {"query": query}, "id": call_id, "type": "tool_call"}
+        )
+        return message
+
+    with turn():
+        refused = call(bad, "t-1")
+        found = call("python 3.13", "t-2")
+        assert str(call("rust 2024", "t-3").content) == ONE_PER_REPLY
+
+    assert refused.status == "error"
+    assert str(refused.content).startswith("the request was not sent")
+    assert found.status == "success"
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+def test_after_a_failed_search_the_refusal_says_it_failed(
+    fake_tavily: FakeTavily, router: Router
+) -> None:
+    guarded = guard_tool(RoutedTavilySearch(router=router))
+    fake_tavily.fail_next(400, path="/search")
+
+    with turn():
+        failed = guarded.run({"query": "python 3.13"})
+        refused = guarded.run({"query": "rust 2024"})
+
+    assert "400" in str(failed)
+    assert refused == TurnLimitReached(1, failed=True).message
+    assert len(fake_tavily.searches) == 1

@@ -244,3 +244,21 @@ def test_mcp_without_keys_says_so_and_writes_nothing_on_stdout(tmp_path: Path) -
     assert result.stdout == ""  # stdout is the protocol channel of an MCP client
     assert "config error" in result.stderr and "TAVILY_API_KEY" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_a_query_refused_before_sending_leaves_the_burst_its_search(
+    fake_tavily: FakeTavily, tavily_server: str, tmp_path: Path
+) -> None:
+    # --min-interval 600: the calls below are one burst, so one search between them.
+    async with (
+        asyncio.timeout(LIMIT),
+        stdio_session(tavily_server, tmp_path, "--min-interval", "600") as session,
+    ):
+        (empty,) = await burst(session, ["   "])
+        (found,) = await burst(session, ["python 3.13"])
+        (refused,) = await burst(session, ["rust 2024"])
+    assert empty.isError
+    assert text(empty).startswith("the request was not sent")
+    assert not found.isError
+    assert text(refused) == TurnLimitReached(1).message
+    assert [search.query for search in fake_tavily.searches] == ["python 3.13"]

@@ -176,3 +176,17 @@ def test_the_tool_is_a_function_tool_named_tavily_search_with_the_mcp_parameters
 def test_guard_options_are_checked(fake_tavily: FakeTavily, fake_clock: FakeClock) -> None:
     with pytest.raises(ValueError, match="per_turn"):
         tavily_search_tool(router_on(fake_tavily, fake_clock), per_turn=-1)
+
+
+async def test_a_query_refused_before_sending_leaves_the_response_its_search(
+    fake_tavily: FakeTavily, fake_clock: FakeClock
+) -> None:
+    tool = tavily_search_tool(router_on(fake_tavily, fake_clock))
+    model = ScriptedModel([["", "python 3.13"], "Done."])
+
+    final, (outputs,) = await run(tool, model)
+
+    assert final == "Done."
+    assert outputs[0].startswith("the request was not sent: query must be a non-empty string")
+    assert results_in(outputs[1]) == 5  # the empty query took no search from it
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]

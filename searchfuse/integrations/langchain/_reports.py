@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from searchfuse import _answers, _clock
-from searchfuse.errors import SearchRefused
+from searchfuse.errors import SearchFailed, SearchRefused
 from searchfuse.guard import Call, Fuse, Guard, TurnBudget
 from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.calls import Binder
@@ -48,11 +48,11 @@ _RETRY_AFTER_IN_TEXT = re.compile(r"retry[- _]?after\D{0,8}?(\d+(?:\.\d+)?)", re
 # The router mapping ignores it; the cache key function strips it.
 TOOL_PARAM = "searchfuse_tool"
 
-# Refusals raised inside a RoutedTavilySearch while a guarded call runs it.
+# Refusals and failures raised inside a RoutedTavilySearch while a guarded call runs it.
 # BaseTool turns them into error *text*; this box keeps the exception itself
 # (with its exact `retry_after`) for the guard around the call.
-REFUSALS: contextvars.ContextVar[list[SearchRefused] | None] = contextvars.ContextVar(
-    "searchfuse_langchain_refusals", default=None
+REFUSALS: contextvars.ContextVar[list[SearchRefused | SearchFailed] | None] = (
+    contextvars.ContextVar("searchfuse_langchain_refusals", default=None)
 )
 
 _ARGUMENTS = Binder(None, tool="")
@@ -132,7 +132,7 @@ def reported(result: Any, origin: str | None = None) -> Reported | None:
     return Reported(result, text, status_code=status, retry_after=retry_after, origin=origin)
 
 
-def accept(result: Any, refusals: list[SearchRefused], origin: str | None) -> Any:
+def accept(result: Any, refusals: list[SearchRefused | SearchFailed], origin: str | None) -> Any:
     """`result` if it may be cached; otherwise raise what the guard must see instead."""
     if refusals:
         raise refusals[-1]
@@ -197,9 +197,9 @@ def make_guard(*, cache_key: CacheKey, **options: Any) -> Guard:
 
 
 @contextlib.contextmanager
-def collecting_refusals() -> Iterator[list[SearchRefused]]:
+def collecting_refusals() -> Iterator[list[SearchRefused | SearchFailed]]:
     """Collect the refusals a RoutedTavilySearch raises while the guarded call runs it."""
-    refusals: list[SearchRefused] = []
+    refusals: list[SearchRefused | SearchFailed] = []
     token = REFUSALS.set(refusals)
     try:
         yield refusals

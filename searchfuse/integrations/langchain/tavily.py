@@ -162,12 +162,12 @@ class RoutedTavilySearch(BaseTool):
 
     @staticmethod
     def _refuse(exc: SearchRefused | SearchFailed) -> ToolException:
-        if isinstance(exc, SearchRefused):
-            box = REFUSALS.get()
-            if box is not None:
-                box.append(exc)
-            return ToolException(exc.message)
-        return ToolException(str(exc))
+        # A guard around this tool sees the error itself, not just its text: a
+        # failed search is never cached, and one never sent spends no search.
+        box = REFUSALS.get()
+        if box is not None:
+            box.append(exc)
+        return ToolException(exc.message if isinstance(exc, SearchRefused) else str(exc))
 
     @staticmethod
     def _check(query: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
