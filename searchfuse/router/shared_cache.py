@@ -4,8 +4,8 @@
 process, or from this one after a restart, within the TTL costs no request.
 Entries live in the store (an SQLite table, Redis keys, the JSON file, or
 memory), expire on the router's clock, and are JSON text, so only results
-that are JSON (what Tavily answers) are shared; anything else is served
-uncached.
+that come back from JSON unchanged (what Tavily answers) are shared; anything
+else (a tuple, a non-string dict key, a set) is served uncached.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, MutableMapping
+from enum import Enum
 from typing import Any
 
 from searchfuse.errors import StoreUnavailable
@@ -44,14 +46,41 @@ def _encode(value: Any) -> Any:
         return ["map", items]
     if isinstance(value, type):
         return ["type", f"{value.__module__}.{value.__qualname__}"]
-    return ["repr", repr(value)]
+    if isinstance(value, Enum):
+        return ["enum", _encode(type(value)), value.name]
+    text = repr(value)
+    if text.startswith("<") or _ADDRESS.search(text):
+        # A default repr names the memory address, which another object (here
+        # or in another process) may have: it would key another call's result.
+        raise TypeError(f"a {type(value).__qualname__} has no stable text to key a shared entry")
+    return ["repr", type(value).__module__, type(value).__qualname__, text]
+
+
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 
 
 def stable_key(key: Hashable) -> str:
     """`key` (a guard cache key: tuples of plain values) as text that is the same
-    in every process. Not `hash()`: that is randomised per process for strings."""
+    in every process. Not `hash()`: that is randomised per process for strings.
+
+    Raises `TypeError` for a key part with no stable text (an object whose
+    `repr` shows its address): such a call is not shared.
+    """
     text = json.dumps(_encode(key), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+def _same(served: Any, decoded: Any) -> bool:
+    """Whether `decoded` (from JSON) is `served` exactly: equal, and of the same types."""
+    if type(served) is not type(decoded):
+        return False
+    if type(served) is dict:
+        return served.keys() == decoded.keys() and all(
+            _same(value, decoded[name]) for name, value in served.items()
+        )
+    if type(served) is list:
+        return len(served) == len(decoded) and all(map(_same, served, decoded))
+    return bool(served == decoded)
 
 
 _WRITER: concurrent.futures.ThreadPoolExecutor | None = None
@@ -97,6 +126,11 @@ class SharedCache(MutableMapping[Hashable, Any]):
         self.ttl = float(ttl)
         self.maxsize = int(maxsize)
         self.timer = timer
+        # Writes made on an event loop land in the store later, from a thread;
+        # until then this process reads them here, so an identical call right
+        # after is a hit, not a second search (stored name -> text, expiry).
+        self._pending: dict[str, tuple[str, float]] = {}
+        self._pending_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SharedCache({self.store!r}, ttl={self.ttl:g}, maxsize={self.maxsize})"
@@ -109,7 +143,15 @@ class SharedCache(MutableMapping[Hashable, Any]):
 
     def __getitem__(self, key: Hashable) -> Any:
         try:
-            raw = self.store.cache_get(self._name(key), self.timer())
+            name = self._name(key)
+        except TypeError:
+            raise KeyError(key) from None  # no stable name: never shared
+        with self._pending_lock:
+            pending = self._pending.get(name)
+        if pending is not None and pending[1] > self.timer():
+            return json.loads(pending[0])
+        try:
+            raw = self.store.cache_get(name, self.timer())
         except StoreUnavailable as exc:
             log.warning("shared cache unavailable, reading as a miss: %s", exc)
             raise KeyError(key) from None
@@ -118,35 +160,76 @@ class SharedCache(MutableMapping[Hashable, Any]):
         return json.loads(raw)
 
     def __setitem__(self, key: Hashable, value: Any) -> None:
+        # The guard serves a value it cannot cache uncached (cachetools does the same
+        # for a value too large for the cache): a ValueError says so.
+        try:
+            name = self._name(key)
+        except TypeError as exc:
+            raise ValueError(f"cannot be shared: {exc}") from None
         try:
             text = json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            # The guard serves a value it cannot cache uncached (cachetools does the same
-            # for a value too large for the cache).
+            faithful = _same(value, json.loads(text))
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"not JSON, cannot be shared: {exc}") from None
-        name, expires = self._name(key), self.timer() + self.ttl
+        if not faithful:
+            # {1: ("a", "b")} would come back as {"1": ["a", "b"]}: another value.
+            raise ValueError("does not come back from JSON unchanged, cannot be shared")
+        expires = self.timer() + self.ttl
+        if not _on_event_loop():
+            self._write(name, text, expires)
+            return
+        # A write may wait for another process's lock: never on the event loop.
+        entry = (text, expires)
+        with self._pending_lock:
+            self._pending[name] = entry
+        _writer().submit(self._write, name, text, expires, entry)
 
-        def write() -> None:
-            try:
-                self.store.cache_set(name, text, expires, self.maxsize)
-            except StoreUnavailable as exc:
-                log.warning("shared cache unavailable, result not cached: %s", exc)
-
-        if _on_event_loop():
-            # A write may wait for another process's lock: never on the event loop.
-            _writer().submit(write)
-        else:
-            write()
+    def _write(
+        self, name: str, text: str, expires: float, entry: tuple[str, float] | None = None
+    ) -> None:
+        try:
+            if entry is not None:
+                with self._pending_lock:
+                    if self._pending.get(name) is not entry:
+                        return  # deleted, cleared or written again since
+            self.store.cache_set(name, text, expires, self.maxsize)
+        except StoreUnavailable as exc:
+            log.warning("shared cache unavailable, result not cached: %s", exc)
+        except Exception as exc:
+            if entry is None:
+                raise  # the caller logs it and serves the result uncached
+            log.warning("shared cache write failed, result not cached: %r", exc)
+        finally:
+            if entry is not None:
+                with self._pending_lock:
+                    if self._pending.get(name) is entry:
+                        del self._pending[name]
 
     def __delitem__(self, key: Hashable) -> None:
-        self.store.cache_delete(self._name(key))
+        try:
+            name = self._name(key)
+        except TypeError:
+            raise KeyError(key) from None
+        with self._pending_lock:
+            self._pending.pop(name, None)
+        self.store.cache_delete(name)
+
+    def _names(self) -> list[str]:
+        now = self.timer()
+        names = self.store.cache_keys(now)
+        with self._pending_lock:
+            waiting = [n for n, (_, expires) in self._pending.items() if expires > now]
+        stored = set(names)
+        return names + [name for name in waiting if name not in stored]
 
     def __iter__(self) -> Iterator[Hashable]:
-        return iter(self.store.cache_keys(self.timer()))
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(self.store.cache_keys(self.timer()))
+        return len(self._names())
 
     def clear(self) -> None:
+        with self._pending_lock:
+            self._pending.clear()
         for name in self.store.cache_keys(self.timer()):
             self.store.cache_delete(name)

@@ -148,17 +148,135 @@ async def test_a_cache_write_on_the_event_loop_never_waits_for_a_locked_database
     clock = FakeClock()
     path = tmp_path / "searchfuse.db"
     cache = Router([KEY], state=SqliteStore(path), clock=clock).shared_cache(ttl=60, maxsize=8)
+    # Another process reading the same store (made before the lock is taken).
+    elsewhere = Router([KEY], state=SqliteStore(path), clock=clock).shared_cache(ttl=60, maxsize=8)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         started = time.monotonic()
         cache[("q",)] = {"results": [1]}  # returns at once: the write waits elsewhere
         assert time.monotonic() - started < 2.5  # waiting for the lock would take 5 s
-        assert ("q",) not in cache  # not written yet: the lock is still held
+        assert cache[("q",)] == {"results": [1]}  # this process reads it at once
+        assert ("q",) not in elsewhere  # not in the store yet: the lock is still held
     finally:
         other.execute("COMMIT")
         other.close()
     deadline = time.monotonic() + 10  # the background write lands once the lock is free
-    while ("q",) not in cache and time.monotonic() < deadline:
+    while ("q",) not in elsewhere and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    assert cache[("q",)] == {"results": [1]}
+    assert elsewhere[("q",)] == {"results": [1]}
+
+
+def routed(tmp_path: Path, clock: FakeClock) -> tuple[Router, FakeTavily]:
+    fake = FakeTavily([KEY], clock=clock)
+    router = Router(
+        [KEY],
+        state=SqliteStore(tmp_path / "searchfuse.db"),
+        clock=clock,
+        transport=fake.transport(),
+        async_transport=fake.transport(),
+    )
+    return router, fake
+
+
+async def test_a_repeat_on_the_event_loop_is_a_hit_while_the_write_is_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    clock = FakeClock()
+    router, fake = routed(tmp_path, clock)
+    gate = threading.Event()
+    write = router.store.cache_set
+
+    def slow_write(*args: Any) -> None:
+        gate.wait(5)  # the store is busy (another process holds its lock)
+        write(*args)
+
+    monkeypatch.setattr(router.store, "cache_set", slow_write)
+
+    @guard(router=router, cache="shared", clock=clock, on_refusal="return")
+    async def web_search(query: str, max_results: int = 5) -> dict[str, Any]:
+        raise AssertionError("a routed guard never calls the function body")
+
+    answers = []
+    for n in range(5):
+        async with turn():
+            first = await web_search(f"question {n}")
+            answers.append((first, await web_search(f"Question {n}")))
+
+    assert all(again == first for first, again in answers)  # a hit, not a refusal
+    assert len(fake.searches) == 5  # one request per distinct query
+    gate.set()
+    landed = Router([KEY], state=SqliteStore(tmp_path / "searchfuse.db"), clock=clock)
+    cache = landed.shared_cache()
+    deadline = time.monotonic() + 10  # the background writes land once the store is free
+    while len(cache) < 5 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert len(cache) == 5
+
+
+class Level(int, __import__("enum").Enum):
+    BASIC = 1
+
+
+JSON_SAFE = {"results": [{"url": "https://a.example", "score": 0.5, "raw": None}], "n": 1}
+
+
+@pytest.mark.parametrize(
+    ("result", "shared"),
+    [
+        ({1: ("a", "b")}, False),
+        (("a", "b"), False),
+        ({"results": [("x", 1)]}, False),
+        ({"depth": Level.BASIC}, False),
+        ([1, {2: 3}], False),
+        (JSON_SAFE, True),
+    ],
+    ids=["int-keys-and-tuple", "tuple", "nested-tuple", "int-enum", "nested-int-key", "json"],
+)
+def test_only_a_result_json_keeps_unchanged_is_shared(
+    tmp_path: Path, result: Any, shared: bool
+) -> None:
+    clock = FakeClock()
+    router, _ = routed(tmp_path, clock)
+    ran: list[str] = []
+
+    @guard(router=router, cache="shared", inject="api_key", per_turn=None, clock=clock)
+    def web_search(query: str, *, api_key: str) -> Any:
+        ran.append(query)
+        return result
+
+    served = [web_search("q"), web_search("q")]
+
+    assert all(value == result and type(value) is type(result) for value in served)
+    assert repr(served[1]) == repr(result)  # the same types all the way down
+    assert ran == (["q"] if shared else ["q", "q"])  # else not cached: each call ran the tool
+
+
+class Point:
+    """Compared by value, hashable, with the default repr (which shows the address)."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Point) and other.x == self.x
+
+    def __hash__(self) -> int:
+        return hash(self.x)
+
+
+def test_an_argument_whose_repr_shows_its_address_never_shares_an_entry(tmp_path: Path) -> None:
+    clock = FakeClock()
+    router, _ = routed(tmp_path, clock)
+
+    @guard(router=router, cache="shared", inject="api_key", per_turn=None, clock=clock)
+    def web_search(query: str, where: Point, *, api_key: str) -> int:
+        return where.x
+
+    # Each Point is freed after its call, so the next often gets its address.
+    assert [web_search("q", Point(n)) for n in range(30)] == list(range(30))
+    with pytest.raises(TypeError):
+        stable_key(search_key("q", where=Point(1)))
