@@ -8,6 +8,7 @@ guard never imports the router (and with it httpx and the Tavily client).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 __all__ = [
@@ -39,6 +40,10 @@ LONE_SURROGATE = (
 #: (or "0.01") can only mean "under a second"; taken literally it would switch
 #: the router's hold and the guard's fuse off while the server is refusing us.
 MIN_RETRY_AFTER = 1.0
+
+
+#: Delta-seconds as servers send it: ASCII digits, at most one decimal point.
+_DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 def parse_retry_after(value: object, now: float) -> float | None:
@@ -81,10 +86,10 @@ def _seconds(value: object, now: float) -> float | None:
         text = value.strip()
         if not text:
             return None
-        try:
+        if _DELTA_SECONDS.fullmatch(text):
             return float(text)
-        except ValueError:
-            pass
+        # Anything else that Python would read as a number ("1_0", "1e1", "+30",
+        # digits of other scripts) is no Retry-After: absent, not believed.
         import email.utils  # HTTP dates are rare; the import is not
 
         try:
@@ -159,7 +164,7 @@ def _int_status(value: Any) -> int | None:
         return int(value)
     if isinstance(value, str):
         text = value.strip()
-        return int(text) if text.isdecimal() and len(text) == 3 else None
+        return int(text) if len(text) == 3 and text.isascii() and text.isdigit() else None
     index = getattr(type(value), "__index__", None)
     if index is not None:
         return int(index(value))

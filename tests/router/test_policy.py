@@ -67,6 +67,13 @@ def test_classify_status(status: int | None, outcome: Outcome) -> None:
         (formatdate(NOW + 30, usegmt=True), 30.0),
         (formatdate(NOW - 30, usegmt=True), None),
         ("Wed, 99 Foo 2026 99:99:99 GMT", None),
+        # What Python reads as a number but no server sends: not believed.
+        ("1_0", None),
+        ("1e1", None),
+        ("+30", None),
+        ("\u0663", None),  # an Arabic-Indic 3
+        ("3.", None),
+        ("0x10", None),
     ],
 )
 def test_parse_retry_after(value: object, seconds: float | None) -> None:
@@ -110,6 +117,16 @@ def test_status_of_recognises_every_shape() -> None:
     assert status_of(WithStatus()) == 432
     assert status_of(WithResponse()) == 429
     assert status_of(ValueError()) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("429", 429), (" 429 ", 429), ("\u0664\u0662\u0669", None), ("4_2", None)]
+)
+def test_a_status_given_as_text_is_read_in_ascii_digits_only(code: str, status: int | None) -> None:
+    class WithTextStatus(Exception):
+        status_code = code
+
+    assert status_of(WithTextStatus()) == status
 
 
 def test_tavily_python_errors_by_class(tmp_path: object) -> None:
