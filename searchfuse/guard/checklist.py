@@ -200,6 +200,7 @@ class FileLookup:
         self._render = render if render is not None else _render_text
         self._encoding = encoding
         self._files: dict[Path, tuple[tuple[int, int], list[tuple[str, frozenset[str]]]]] = {}
+        self._unreadable: set[Path] = set()
 
     def __repr__(self) -> str:
         shown = ", ".join(str(path) for path in self._paths)
@@ -245,10 +246,25 @@ class FileLookup:
             cached = self._files.get(path)
             if cached is not None and cached[0] == stamp:
                 return cached[1]
-            text = path.read_text(encoding=self._encoding)
-        except (OSError, UnicodeDecodeError):
-            logger.debug("file lookup: cannot read %s; skipped", path, exc_info=True)
+            data = path.read_bytes()
+        except OSError as exc:
+            # Said once per file: a note that cannot be read costs the agent searches.
+            if path not in self._unreadable:
+                self._unreadable.add(path)
+                logger.warning("file lookup: cannot read %s (%s); skipped", path, exc)
             return []
+        self._unreadable.discard(path)
+        try:
+            text = data.decode(self._encoding)
+        except UnicodeDecodeError as exc:
+            # The readable text still answers; the bad bytes become U+FFFD.
+            text = data.decode(self._encoding, errors="replace")
+            logger.warning(
+                "file lookup: %s is not valid %s (byte %d); read with the bad bytes replaced",
+                path,
+                self._encoding,
+                exc.start,
+            )
         paragraphs = [
             (block.strip(), frozenset(_words(block)))
             for block in _PARAGRAPH_BREAK.split(text)

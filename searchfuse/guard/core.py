@@ -287,14 +287,15 @@ class Guard:
         ):
             raise ValueError(f"per_turn must be None or an integer >= 0, got {per_turn!r}")
         for option, value in (("min_interval", min_interval), ("cooldown", cooldown)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{option} must be a number of seconds, got {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
         hooks = tuple(checklist)
         for hook in hooks:
             if not callable(hook):
                 raise TypeError(f"checklist hooks must be callables (query, call), got {hook!r}")
-        if inject is not None and router is None:
-            raise ValueError("inject= needs router=: the router chooses the key to inject")
+        _check_options(cache_key, adapt, budget, fuse, clock, router, inject, name)
         self.name = name
         self.per_turn = per_turn
         self.min_interval = float(min_interval)
@@ -770,6 +771,42 @@ class Guard:
         elif inspect.isgenerator(result):
             result = list(result)
         return result
+
+
+def _check_options(
+    cache_key: object,
+    adapt: object,
+    budget: object,
+    fuse: object,
+    clock: object,
+    router: object,
+    inject: object,
+    name: object,
+) -> None:
+    """Refuse options of the wrong kind when the guard is made, not at its first call."""
+    for option, value, accepts in (
+        ("cache_key", cache_key, "a callable (query, **params) -> key"),
+        ("adapt", adapt, "None or a callable (result) -> what the tool returns"),
+        ("clock", clock, "None or a zero-argument callable returning epoch seconds"),
+    ):
+        if not callable(value) and not (value is None and option != "cache_key"):
+            raise TypeError(f"{option} must be {accepts}, got {value!r}")
+    for option, value, kind in (("budget", budget, TurnBudget), ("fuse", fuse, Fuse)):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(
+                f"{option} must be None or a searchfuse.guard.{kind.__name__}, got {value!r}"
+            )
+    if router is not None and not callable(getattr(router, "ensure_available", None)):
+        raise TypeError(
+            "router must be None or a searchfuse.Router (or an object with search, asearch, "
+            f"call, acall and ensure_available: searchfuse.guard.RouterLike), got {router!r}"
+        )
+    if inject is not None and not isinstance(inject, str):
+        raise TypeError(f"inject must be None or the name of an argument, got {inject!r}")
+    if inject is not None and router is None:
+        raise ValueError("inject= needs router=: the router chooses the key to inject")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {name!r}")
 
 
 class _Carried(Exception):

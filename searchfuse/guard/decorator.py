@@ -174,11 +174,15 @@ class _Shell:
         "on_refusal",
         "reads_call",
         "routed",
+        "tavily_errors",
     )
 
-    def __init__(self, core: Guard, on_refusal: OnRefusal) -> None:
+    def __init__(self, core: Guard, on_refusal: OnRefusal, *, tavily_errors: bool = False) -> None:
         self.core = core
         self.on_refusal = on_refusal
+        # Guarding searchfuse's tavily-python drop-in: its callers catch
+        # tavily-python's errors, so refusals are those too.
+        self.tavily_errors = tavily_errors
         # Reading the call (binding it to the signature) is only needed by
         # the rules that look at arguments; a bare pass-through skips it.
         self.routed = core.router is not None and core.inject is None
@@ -226,6 +230,12 @@ class _Shell:
         return functools.partial(wrapped, *args, **kwargs)  # called in C: no extra frame
 
     def refused(self, refusal: SearchRefused) -> Any:
+        if self.tavily_errors:
+            from searchfuse.tavily import tavily_error
+
+            mixed = tavily_error(refusal)
+            assert isinstance(mixed, SearchRefused)
+            refusal = mixed
         on_refusal = self.on_refusal
         if on_refusal == "raise":
             raise refusal
@@ -661,7 +671,8 @@ def guard(
             _check_inject(func, inject)
         from searchfuse.guard._wrapper import GuardedFunction  # wrapt, on first use
 
-        shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal)
+        drop_in = getattr(_unwrap_descriptor(func), "__module__", None) == "searchfuse.tavily"
+        shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal, tavily_errors=drop_in)
         wrapper = shell.acall if _is_async(func) else shell
         guarded = GuardedFunction(func, wrapper)
         guarded.__self_setattr__("_self_guard", shell.core)  # kept on the proxy, not the function

@@ -264,3 +264,27 @@ def test_file_lookup_rejects_nonsense_settings(tmp_path):
         FileLookup(tmp_path, min_coverage=0)
     with pytest.raises(ValueError):
         FileLookup(tmp_path, max_chars=0)
+
+
+def test_a_note_with_a_byte_that_is_not_utf8_still_answers_and_says_so(
+    tmp_path, backend, clock, caplog
+):
+    note = tmp_path / "tavily.md"
+    note.write_bytes(
+        b"# Tavily \xff notes\n\nAn advanced search costs 2 credits, caf\xe9 prices aside.\n"
+    )
+    notes = FileLookup(tmp_path)
+
+    @guard(clock=clock, checklist=[notes])
+    def web_search(query: str) -> str:
+        return str(backend.search(query))
+
+    with caplog.at_level(logging.WARNING, logger="searchfuse.guard"):
+        answer = web_search("advanced search cost")
+        web_search("advanced search credits")  # read once: said once
+
+    assert "An advanced search costs 2 credits" in answer
+    assert backend.queries == []  # answered locally: no search spent
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "tavily.md is not valid utf-8" in warnings[0]

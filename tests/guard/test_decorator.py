@@ -268,6 +268,31 @@ def test_nonsense_options_are_rejected_at_decoration(options, error):
         guard(**options)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "accepts"),
+    [
+        ("cache_key", None, "a callable"),
+        ("adapt", "json", "a callable"),
+        ("budget", "b", "TurnBudget"),
+        ("fuse", "f", "Fuse"),
+        ("clock", "c", "callable returning epoch seconds"),
+        ("router", "r", "searchfuse.Router"),
+        ("inject", 3, "the name of an argument"),
+        ("cooldown", True, "a number of seconds"),
+        ("min_interval", "2", "a number of seconds"),
+    ],
+)
+def test_an_option_of_the_wrong_kind_fails_at_decoration_naming_it(option, value, accepts):
+    def web_search(query: str) -> str:
+        return query
+
+    for make in (lambda: guard(web_search, **{option: value}), lambda: guard(**{option: value})):
+        with pytest.raises(TypeError) as raised:
+            make()
+        assert str(raised.value).startswith(f"{option} must be")
+        assert accepts in str(raised.value)
+
+
 def test_a_cache_that_is_not_a_mapping_is_rejected():
     with pytest.raises(TypeError):
         guard(lambda query: query, cache="yes")  # type: ignore[call-overload]

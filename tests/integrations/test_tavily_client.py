@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -404,3 +405,43 @@ def test_a_request_pacing_holds_back_is_a_usage_limit_error_with_nothing_sent(
     assert isinstance(held.value, Throttled)
     assert held.value.retry_after is not None and held.value.retry_after > 0
     assert [r.path for r in fake_tavily.requests if r.path != "/usage"] == ["/map"]
+
+
+def test_the_guard_around_the_drop_in_raises_tavily_python_s_errors_too(
+    fake_tavily: FakeTavily, fake_clock: FakeClock, router: Router
+) -> None:
+    from searchfuse import TurnLimitReached, guard, turn
+
+    client = TavilyClient(router=router)
+    search = guard(client.search, clock=fake_clock)
+    fake_tavily.fail_next(429, retry_after=9, path="/search")
+
+    caught: list[BaseException] = []
+    for query in ("a", "b"):
+        try:
+            search(query)
+        except tavily.UsageLimitExceededError as exc:  # what tavily-python callers catch
+            caught.append(exc)
+    assert [type(exc).__name__ for exc in caught] == ["RateLimited", "CooldownActive"]
+    assert isinstance(caught[1], CooldownActive)
+    assert caught[1].retry_after == 9
+
+    fake_clock.advance(10)
+    with turn():
+        assert search("c")["query"] == "c"
+        with pytest.raises(tavily.UsageLimitExceededError) as refused:
+            search("d")
+    assert isinstance(refused.value, TurnLimitReached)
+    assert [r.query for r in fake_tavily.searches] == ["a", "c"]
+
+    async_client = AsyncTavilyClient(router=router)
+    asearch = guard(async_client.search, clock=fake_clock)
+    fake_clock.advance(10)
+
+    async def twice() -> None:
+        async with turn():
+            await asearch("e")
+            await asearch("f")
+
+    with pytest.raises(tavily.UsageLimitExceededError):
+        asyncio.run(twice())
