@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["fingerprint", "mask", "redact"]
+__all__ = ["fingerprint", "mask", "redact", "redact_tree"]
 
 # Tavily keys look like `tvly-dev-<random>` or `tvly-<random>`: the word
 # segments in front are not secret and help a person tell keys apart.
@@ -53,3 +54,21 @@ def redact(text: str, keys: Iterable[str]) -> str:
         text = pattern.sub(lambda m: mask(m.group(0)), text)
     text = _TAVILY_LIKE.sub(lambda m: mask(m.group(0)), text)
     return _BEARER.sub(r"\1[redacted]", text)
+
+
+def redact_tree(value: Any, keys: Iterable[str]) -> Any:
+    """`value` (text, or dicts, lists and tuples of them) with every string redacted.
+
+    For whatever searchfuse shows that came from a keys file, a state store or
+    a server: an account name, notes, a last error, a diagnosis's evidence.
+    """
+    known = tuple(keys)
+    if isinstance(value, str):
+        return redact(value, known)
+    if isinstance(value, dict):
+        return {k: redact_tree(v, known) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_tree(v, known) for v in value]
+    if type(value) is tuple:
+        return tuple(redact_tree(v, known) for v in value)
+    return value

@@ -23,6 +23,7 @@ import shutil
 import sys
 import textwrap
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -31,6 +32,7 @@ from typing import Any, NoReturn
 
 from searchfuse import __version__, _clock
 from searchfuse._format import ago, duration
+from searchfuse._secrets import redact
 from searchfuse.errors import (
     ConfigError,
     CooldownActive,
@@ -68,12 +70,46 @@ class UsageError(Exception):
     """The command line cannot be run as given (exit 2, one line)."""
 
 
+#: The keys of the router the command built: nothing the CLI writes shows them raw.
+_KNOWN_KEYS: set[str] = set()
+
+
+def _shown(text: str) -> str:
+    """`text` as the CLI writes it: keys masked, control characters escaped.
+
+    Account names, notes, stored errors and server text can hold a pasted key
+    or a terminal escape sequence; neither reaches the terminal as it is (JSON
+    output escapes control characters itself, so it stays valid JSON).
+    """
+    return escape_controls(redact(text, _KNOWN_KEYS), keep="\n")
+
+
+def escape_controls(text: str, keep: str = "") -> str:
+    """`text` with control and format characters (ESC, CR, bidi overrides...)
+    shown as escapes such as `\\x1b`, except those in `keep`."""
+    if text.isprintable():
+        return text
+    return "".join(
+        ch
+        if ch in keep or ch.isprintable() or unicodedata.category(ch) == "Zs"
+        else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for ch in text
+    )
+
+
 def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(_shown(text) + "\n")
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(_shown(text) + "\n")
+
+
+class _RedactingFormatter(logging.Formatter):
+    """Log lines on stderr: keys masked, control characters escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _shown(super().format(record))
 
 
 def _json(data: Any) -> None:
@@ -103,9 +139,12 @@ def make_router(args: argparse.Namespace) -> Router:
         options["state"] = state
     path = _config_path(args)
     if path is not None:
-        return Router.from_config(path, **options)
-    options.setdefault("state", str(user_state_path()))
-    return Router.from_env(**options)
+        router = Router.from_config(path, **options)
+    else:
+        options.setdefault("state", str(user_state_path()))
+        router = Router.from_env(**options)
+    _KNOWN_KEYS.update(entry.key for entry in router.keys)
+    return router
 
 
 def user_state_path() -> Path:
@@ -223,16 +262,18 @@ def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str
         if usage is not None:
             usage += s.local_credits
         limit = s.key_limit if s.key_limit is not None else s.plan_limit
-        key.cells.append(s.key)
-        account.cells.append(s.account or "-")
-        notes.cells.append(s.notes or "-")
+        key.cells.append(escape_controls(s.key))
+        account.cells.append(escape_controls(s.account or "-"))
+        notes.cells.append(escape_controls(s.notes or "-"))
         state.cells.append(s.state)
         usage_col.cells.append(f"{_num(usage)}/{_num(limit) if limit is not None else 'unlimited'}")
         remaining.cells.append(_num(s.remaining) if s.remaining is not None else "?")
         cooldown.cells.append(
-            f"{duration(s.cooldown_left)} ({s.cooldown_reason})" if s.cooldown_left > 0 else "-"
+            escape_controls(f"{duration(s.cooldown_left)} ({s.cooldown_reason})")
+            if s.cooldown_left > 0
+            else "-"
         )
-        error.cells.append(s.last_error or "-")
+        error.cells.append(escape_controls(s.last_error or "-"))
         synced.cells.append(ago(s.last_sync_age))
     columns = [key, account, notes, state, usage_col, remaining, cooldown, error, synced]
     width = _terminal_width() if width is None else width
@@ -681,6 +722,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+            handler.setFormatter(_RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,13 @@ class Upstream:
 
 def read_state(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+def isolate_cli(tmp_path: Path, monkeypatch: Any) -> None:
+    """Run the CLI in `tmp_path`: no TAVILY_/SEARCHFUSE_ variables, the user's
+    state directory (platformdirs, for keys from the environment) inside it."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith(("TAVILY_", "SEARCHFUSE_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))

@@ -22,7 +22,7 @@ from searchfuse.cli import build_parser, explain_refusal, format_status, main
 from searchfuse.router.status import KeyStatus
 from searchfuse.testing import FakeClock, FakeTavily
 
-from .scripted import KEYS, Upstream
+from .scripted import KEYS, Upstream, isolate_cli
 
 REPO = Path(__file__).resolve().parent.parent
 K1, K2 = KEYS[:2]
@@ -30,12 +30,7 @@ K1, K2 = KEYS[:2]
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith(("TAVILY_", "SEARCHFUSE_")):
-            monkeypatch.delenv(name)
-    # The user's state directory (platformdirs) for keys from the environment.
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    isolate_cli(tmp_path, monkeypatch)
     return tmp_path
 
 

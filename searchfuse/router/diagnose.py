@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from searchfuse._format import duration as _secs
+from searchfuse._secrets import redact, redact_tree
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason
 from searchfuse.router.state import KeyUsage
@@ -298,6 +299,8 @@ def diagnose_candidates(
     probe: Step | None,
     hold: tuple[float, str | None] = (0.0, None),
     outage: tuple[str, str, float | None] | None = None,
+    *,
+    secrets: Iterable[str] = (),
 ) -> Diagnosis:
     """Build the diagnosis from state snapshots taken before and after the probe.
 
@@ -306,7 +309,10 @@ def diagnose_candidates(
     `outage` is what the router saw in the call that failed: ``(verdict,
     advice, retry_after)``. The state may call keys available that this call
     just saw fail; then the verdict is the outage's, never "healthy".
+    Every text in it is redacted with `secrets` (the configured keys) and the
+    generic key patterns: a key in a stored last error or account never shows raw.
     """
+    known = tuple(secrets)
     burst = _bursts(before, now)
     cooldown = _cooldown_step(before, now, burst)
     if hold[0] > 0:
@@ -336,8 +342,11 @@ def diagnose_candidates(
     if outage is not None and verdict in ("healthy", "stale"):
         verdict, advice, retry_after = outage
     steps.append(Step("verdict", f"{verdict}: {advice}"))
+    shown = tuple(
+        Step(s.name, redact(s.finding, known), redact_tree(s.evidence, known)) for s in steps
+    )
     return Diagnosis(
-        tuple(steps), verdict, bool(burst), f"Verdict: {verdict}. {advice}", retry_after
+        shown, verdict, bool(burst), redact(f"Verdict: {verdict}. {advice}", known), retry_after
     )
 
 

@@ -584,7 +584,9 @@ class Router:
             outage = (verdict, advice, None)
         elif outage is None and cut:
             outage = ("upstream", f"this call stopped: {cut}.", None)
-        diagnosis = diagnose_candidates(cands, cands, now, None, self._hold(), outage)
+        diagnosis = diagnose_candidates(
+            cands, cands, now, None, self._hold(), outage, secrets=self._secrets
+        )
         return NoKeyAvailable(
             reasons, retry_after=diagnosis.retry_after, diagnosis=diagnosis, timed_out=timed_out
         )
@@ -1373,7 +1375,9 @@ class Router:
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         now, cands = self._snapshot()
-        return [key_status(c, now, remaining(c), blocked_reason(c, now)) for c in cands]
+        return [
+            key_status(c, now, remaining(c), blocked_reason(c, now), self._secrets) for c in cands
+        ]
 
     def _probe_flow(self) -> Generator[_Step, Any, list[ProbeResult]]:
         results = []
@@ -1441,7 +1445,9 @@ class Router:
                 "probe", f"/usage answered 200 for {ok} of {len(evidence)} key(s)", evidence
             )
         now, after = self._snapshot()
-        return diagnose_candidates(before, after, now, probe_step, self._hold())
+        return diagnose_candidates(
+            before, after, now, probe_step, self._hold(), secrets=self._secrets
+        )
 
     def diagnose(self, probe: bool = False) -> Diagnosis:
         """Explain, in verification order, whether and why the keys can serve.

@@ -1,14 +1,18 @@
 """Status records: what `router.status()` and `router.test_keys()` report per key.
 
-Keys appear masked and by fingerprint only.
+Keys appear masked and by fingerprint only, and every text taken from the keys
+file or the state (account, notes, cooldown reason, last error) is redacted
+with the configured keys and the generic key and bearer-token patterns.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from searchfuse._secrets import redact
 from searchfuse.router.selection import Candidate
 from searchfuse.router.state import KeyUsage
 
@@ -65,18 +69,29 @@ class ProbeResult:
         return {**asdict(self), "ok": self.ok}
 
 
-def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> KeyStatus:
-    """Build a [`KeyStatus`][searchfuse.router.KeyStatus] from a selection candidate."""
+def key_status(
+    c: Candidate, now: float, left: float, blocked: str | None, secrets: Iterable[str] = ()
+) -> KeyStatus:
+    """Build a [`KeyStatus`][searchfuse.router.KeyStatus] from a selection candidate.
+
+    Its texts are redacted with `secrets` (the configured keys) and the
+    generic key patterns: a key pasted into `notes` never shows raw.
+    """
+    known = tuple(secrets)
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else redact(value, known)
+
     ks = c.state
     usage = ks.last_usage or KeyUsage()
     state = str(ks.availability(now))
     return KeyStatus(
         key=c.entry.masked,
         fingerprint=c.entry.fingerprint,
-        account=c.entry.account,
-        notes=c.entry.notes,
+        account=text(c.entry.account),
+        notes=redact(c.entry.notes, known),
         state=state,
-        blocked_reason=blocked,
+        blocked_reason=text(blocked),
         key_usage=usage.key_usage,
         key_limit=usage.key_limit,
         search_usage=usage.search_usage,
@@ -85,9 +100,9 @@ def key_status(c: Candidate, now: float, left: float, blocked: str | None) -> Ke
         local_credits=ks.local_credits,
         remaining=None if math.isinf(left) else left,
         cooldown_left=ks.cooldown_left(now),
-        cooldown_reason=ks.cooldown_reason if ks.cooling(now) else None,
+        cooldown_reason=text(ks.cooldown_reason) if ks.cooling(now) else None,
         cooldown_until=ks.cooldown_until,
-        last_error=ks.last_error,
+        last_error=text(ks.last_error),
         last_sync_age=None if ks.last_sync_at is None else max(0.0, now - ks.last_sync_at),
         searches=ks.searches,
     )

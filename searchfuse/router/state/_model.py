@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
+from searchfuse._secrets import redact
+
 __all__ = [
     "STATE_VERSION",
     "AccountUsage",
@@ -572,7 +574,9 @@ def _parse(kind: str, value: Any) -> Any:
     if cls is int and kind[0] == "i" and abs(value) <= 2**62:
         return value
     if cls is str and kind[0] == "s" and value and len(value) <= _MAX_TEXT:
-        return value
+        # Text read from a store or an imported file may hold a key (a legacy
+        # last_error "401: invalid key tvly-..."): it is kept only redacted.
+        return redact(value, ())
     if value is None or value == "":
         if kind.endswith("?"):
             return None
@@ -583,7 +587,7 @@ def _parse(kind: str, value: Any) -> Any:
     if base == "str":
         if not isinstance(value, str):
             raise BadValue(f"expected text, got {type(value).__name__}")
-        return value[:_MAX_TEXT]
+        return redact(value[:_MAX_TEXT], ())
     if base == "bool":
         if isinstance(value, bool):
             return value

@@ -1,0 +1,200 @@
+"""What the command line shows of text it did not write: keys file fields, stored
+state, server answers. Keys never show raw; control characters never reach the
+terminal as they are; JSON output stays valid JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from searchfuse import Router
+from searchfuse.cli import format_status, main
+from searchfuse.router.state import MemoryStore
+from searchfuse.testing import FakeClock, FakeTavily
+
+from .scripted import Upstream, isolate_cli, search_body
+
+K1, K2 = "tvly-dev-test0001", "tvly-dev-test0002"
+# A made-up key that does not look like a Tavily key: only the configured keys
+# (not the generic tvly- pattern) can mask it.
+PLAIN = "madeupkeytest0003"
+RAW = (K1, K2, PLAIN)
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    isolate_cli(tmp_path, monkeypatch)
+    yield tmp_path
+    # The legacy files the tests wrote hold raw keys on purpose; what searchfuse
+    # wrote beside them is checked for leaks after this.
+    for legacy in tmp_path.rglob("quota.json"):
+        legacy.unlink()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    for key in RAW:
+        assert key not in out, f"{key} raw on stdout"
+        assert key not in err, f"{key} raw on stderr"
+    return code, out, err
+
+
+def write_keys(root: Path, keys: list[dict[str, Any]]) -> Path:
+    path = root / "config" / "keys.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format_version": 2, "keys": keys}))
+    path.chmod(0o600)
+    return path
+
+
+def legacy_state(root: Path, key: str, error: str, reason: str = "auth") -> None:
+    """A `state/quota.json` as an older version wrote it, with a raw key in its error."""
+    state = root / "state"
+    state.mkdir(exist_ok=True)
+    fp = FakeTavily.fingerprint(key)
+    record = {"cooldown_until": 4e9, "cooldown_reason": reason, "last_error": error}
+    (state / "quota.json").write_text(json.dumps({"month": "2026-01", "keys": {fp: record}}))
+
+
+# -- 1. keys pasted into text fields -----------------------------------------------------
+
+
+def test_status_masks_keys_pasted_into_account_and_notes(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_keys(
+        isolated,
+        [
+            {"key": K1, "account": K2},
+            {"key": K2, "notes": f"see {K1}"},
+            {"key": PLAIN, "notes": f"old key {PLAIN} and Bearer {PLAIN}xyz"},
+        ],
+    )
+    code, out, _ = run(capsys, "status")
+    assert code == 0
+    assert "tvly-dev-…0002" in out and "see tvly-dev-…0001" in out
+    code, out, _ = run(capsys, "status", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data[0]["account"] == "tvly-dev-…0002"
+    assert data[1]["notes"] == "see tvly-dev-…0001"
+    assert data[2]["notes"] == "old key …0003 and Bearer …0003xyz"
+
+
+def test_imported_legacy_state_never_holds_or_shows_a_raw_key(isolated: Path) -> None:
+    root = isolated / "proj"
+    write_keys(root, [{"key": K1}, {"key": K2}])
+    legacy_state(root, K1, f"401: invalid key {K1}")
+    clock = FakeClock()
+    fake = FakeTavily([K1, K2], clock=clock)
+    router = Router.from_config(
+        root / "config" / "keys.json", transport=fake.transport(), clock=clock, sleep=clock.advance
+    )
+    errors = [s.last_error for s in router.status()]
+    assert "401: invalid key tvly-dev-…0001" in errors
+    diagnosis = router.diagnose()
+    shown = json.dumps(diagnosis.to_dict(), ensure_ascii=False) + str(diagnosis)
+    assert "tvly-dev-…0001" in shown
+    router.search("q")
+    db = root / "state" / "searchfuse.db"
+    rows = sqlite3.connect(db).execute("select last_error from keys").fetchall()
+    assert ("401: invalid key tvly-dev-…0001",) in rows
+    for path in db.parent.iterdir():
+        if path.name.startswith("searchfuse.db"):
+            assert K1.encode() not in path.read_bytes(), path.name
+    for key in RAW:
+        assert key not in shown
+
+
+def test_diagnose_and_test_keys_mask_stored_errors_and_notes(
+    isolated: Path, capsys: pytest.CaptureFixture[str], upstream: Upstream
+) -> None:
+    write_keys(isolated, [{"key": K1, "account": PLAIN}, {"key": PLAIN, "notes": K1}])
+    legacy_state(isolated, PLAIN, f"401: invalid key {PLAIN}", reason=f"auth {PLAIN}")
+    for argv in (["diagnose"], ["diagnose", "--json"], ["test-keys"], ["test-keys", "--json"]):
+        code, out, _ = run(capsys, *argv)
+        assert code in (0, 1)
+        assert out.strip()
+        if "--json" in argv:
+            json.loads(out)
+
+
+def test_search_output_masks_a_configured_key_echoed_by_the_server(
+    isolated: Path, capsys: pytest.CaptureFixture[str], upstream: Upstream
+) -> None:
+    write_keys(isolated, [{"key": PLAIN}])
+    body = search_body()
+    body["answer"] = f"your key is {PLAIN}"
+    body["results"][0]["content"] = f"leaked {PLAIN}"
+    upstream.search(PLAIN, 200, json_body=body, reusable=True)
+    code, out, _ = run(capsys, "search", "q")
+    assert code == 0 and "your key is …0003" in out
+    code, out, _ = run(capsys, "search", "q", "--json")
+    assert code == 0 and json.loads(out)["answer"] == "your key is …0003"
+
+
+def test_log_lines_mask_configured_keys(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import searchfuse.cli as cli
+
+    write_keys(isolated, [{"key": PLAIN}])
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    monkeypatch.setattr(root, "handlers", [])
+    original = cli.cmd_status
+
+    def status_and_log(args: Any) -> int:
+        code = original(args)
+        logging.getLogger("searchfuse.test").warning("key %s\x1b[2J", PLAIN)
+        return code
+
+    monkeypatch.setattr(cli, "cmd_status", status_and_log)
+    try:
+        code = main(["status"])
+    finally:
+        for handler in root.handlers:
+            root.removeHandler(handler)
+        root.handlers[:] = saved
+    assert code == 0
+    _, err = capsys.readouterr()
+    assert PLAIN not in err and "\x1b" not in err
+    assert "key …0003" in err and "\\x1b[2J" in err
+
+
+# -- 2. control characters -----------------------------------------------------------------
+
+
+def test_escape_sequences_from_config_and_state_never_reach_the_terminal(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = "a\x1b[31mred\x07\rline\u202e"
+    write_keys(isolated, [{"key": K1, "notes": notes, "account": "x\x1b]0;title\x07"}])
+    legacy_state(isolated, K1, "401: bad\x1b[2J\x9b", reason="auth")
+    for argv in (["status"], ["diagnose"]):
+        _, out, err = run(capsys, *argv)
+        for ch in ("\x1b", "\x07", "\r", "\x9b", "\u202e"):
+            assert ch not in out and ch not in err, (argv, ch)
+    _, out, _ = run(capsys, "status")
+    assert "a\\x1b[31mred\\x07\\rline\\u202e" in out
+    _, out, _ = run(capsys, "status", "--json")
+    assert json.loads(out)[0]["notes"] == notes
+    assert "\x1b" not in out
+
+
+def test_status_table_escapes_controls_before_fitting_columns() -> None:
+    clock = FakeClock()
+    router = Router([K1], state=MemoryStore(), clock=clock)
+    [record] = router.status()
+    from dataclasses import replace
+
+    table = format_status([replace(record, notes="tab\there\nnext")], width=200)
+    assert "tab\\there\\nnext" in table
+    assert len(table.splitlines()) == 2
