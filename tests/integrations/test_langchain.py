@@ -636,3 +636,23 @@ def test_after_a_failed_search_the_refusal_says_it_failed(
     assert "400" in str(failed)
     assert refused == TurnLimitReached(1, failed=True).message
     assert len(fake_tavily.searches) == 1
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_middleware_lets_the_reply_s_search_run_beside_queries_never_sent(
+    fake_tavily: FakeTavily, router: Router, mode: str
+) -> None:
+    agent = agent_with(
+        [RoutedTavilySearch(router=router)],
+        SearchFuseMiddleware(),
+        searches("", "x" * 401, "python 3.13", "rust 2024"),
+    )
+
+    answers = tool_messages(ask(agent, mode))
+
+    for call_id in ("r-0", "r-1"):
+        assert answers[call_id].status == "error"
+        assert str(answers[call_id].content).startswith("the request was not sent")
+    assert answers["r-2"].status == "success"
+    assert (answers["r-3"].status, answers["r-3"].content) == ("error", ONE_PER_REPLY)
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]

@@ -9,8 +9,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, ConfigDict, PrivateAttr, create_model
 
-from searchfuse import _clock
-from searchfuse.errors import SearchFailed, SearchRefused
+from searchfuse import _answers, _clock
+from searchfuse.errors import BadRequest, SearchFailed, SearchRefused
 from searchfuse.guard import Fuse, Guard, RouterLike, TurnBudget, search_key
 from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.core import DEFAULT_MIN_INTERVAL
@@ -26,6 +26,7 @@ from searchfuse.integrations.langchain._reports import (
     message_for,
     shared_result,
 )
+from searchfuse.integrations.langchain.tavily import RoutedTavilySearch
 
 __all__ = ["GuardedTool", "guard_tool"]
 
@@ -142,6 +143,18 @@ class GuardedTool(GuardParts, BaseTool):
         # With a router and nothing to inject, the router searches: the tool never runs.
         return self._guard.router is not None and self._inject is None
 
+    def _unsendable(self, query: str) -> BadRequest | None:
+        """The router's refusal of a query it never sends, answered before the guard.
+
+        For the router's own searches (and a RoutedTavilySearch's) only: the
+        call takes no reservation, so it cannot crowd out the reply's other
+        calls while it fails.
+        """
+        if not (self._routed() or isinstance(self.inner, RoutedTavilySearch)):
+            return None
+        problem = _answers.query_problem(query)
+        return BadRequest(problem, sent=False) if problem is not None else None
+
     def _slot(self, tool_call_id: str | None) -> str:
         # A tool call gets a ToolMessage back, a plain call the raw value: two cache shapes.
         return self.name if tool_call_id is not None else f"{self.name}:value"
@@ -177,6 +190,9 @@ class GuardedTool(GuardParts, BaseTool):
             return accept(result, refusals, tool_call_id)
 
         call = call_of(self._slot(tool_call_id), self._arguments(tool_input))
+        unsendable = self._unsendable(call.query)
+        if unsendable is not None:
+            return self._answer(None, unsendable, tool_call_id)
         try:
             outcome = self._guard.run(call, None if self._routed() else backend)
         except Exception as exc:
@@ -202,6 +218,9 @@ class GuardedTool(GuardParts, BaseTool):
             return accept(result, refusals, tool_call_id)
 
         call = call_of(self._slot(tool_call_id), self._arguments(tool_input))
+        unsendable = self._unsendable(call.query)
+        if unsendable is not None:
+            return self._answer(None, unsendable, tool_call_id)
         try:
             outcome = await self._guard.arun(call, None if self._routed() else backend)
         except Exception as exc:
