@@ -564,13 +564,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from searchfuse.integrations.mcp import serve
     except ImportError as exc:
         raise UsageError(f"searchfuse mcp: error: {exc}") from None
-    serve(
-        make_router(args),
-        http_port=args.http,
-        host=args.host,
-        per_turn=args.per_turn,
-        min_interval=args.min_interval,
-    )
+    try:
+        serve(
+            make_router(args),
+            http_port=args.http,
+            host=args.host,
+            per_turn=args.per_turn,
+            min_interval=args.min_interval,
+        )
+    except OSError as exc:
+        raise UsageError(f"searchfuse mcp: error: {exc.strerror or exc}") from None
     return EXIT_OK
 
 

@@ -15,11 +15,17 @@ of the previous one, are one turn. A refusal is a tool result with
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from typing import Any
+
+import anyio
 
 try:
     from mcp.server.fastmcp import FastMCP
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -125,6 +131,69 @@ def serve(
         )
     server = build_server(router, host=host, port=http_port or 8000, **guard_options)
     try:
-        server.run("streamable-http" if http_port is not None else "stdio")
+        if http_port is None:
+            anyio.run(_stdio, server)
+            return
+        check_listen(host, http_port)
+        try:
+            server.run("streamable-http")
+        except SystemExit as exc:
+            # uvicorn exits (code 3) when it cannot bind after all.
+            problem = f"cannot serve HTTP on {host}:{http_port} (uvicorn exited {exc.code})"
+            raise OSError(problem) from None
     finally:
         router.close()
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise `OSError` naming `host` and `port` when the server could not listen there.
+
+    Checked before uvicorn starts, whose own answer is a log line and exit code 3.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise OSError(f"cannot listen on host {host!r}: it does not resolve ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                problem = f"port {port} on {host} is already in use; choose another: --http PORT"
+            else:
+                problem = f"cannot listen on {host}:{port} ({exc.strerror or exc})"
+            raise OSError(exc.errno, problem) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+async def _stdio(server: FastMCP[Any]) -> None:
+    """Serve over stdin/stdout until EOF, rejecting lines that are not JSON-RPC.
+
+    The SDK hands a line it cannot parse to the session as an exception, and
+    the session answers it on a stream that may already be closed at EOF (a
+    traceback, exit 1). Here such a line is logged and dropped: the session
+    sees only messages, and the server ends cleanly when stdin does.
+    """
+    lowlevel = server._mcp_server
+    async with stdio_server() as (read_stream, write_stream):
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def only_messages() -> None:
+            async with send, read_stream:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        logger.warning(
+                            "rejected a message that is not JSON-RPC: %s", _first_line(item)
+                        )
+                        continue
+                    await send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(only_messages)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())

@@ -262,3 +262,62 @@ async def test_a_query_refused_before_sending_leaves_the_burst_its_search(
     assert not found.isError
     assert text(refused) == TurnLimitReached(1).message
     assert [search.query for search in fake_tavily.searches] == ["python 3.13"]
+
+
+def _run_mcp(tmp_path: Path, stdin: bytes, *options: str) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAVILY_", "SEARCHFUSE_"))}
+    env["TAVILY_API_KEYS"] = ",".join(TEST_KEYS)
+    return subprocess.run(
+        [sys.executable, *command(tmp_path, *options)],
+        input=stdin,
+        capture_output=True,
+        timeout=LIMIT,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+def test_garbage_on_stdio_is_rejected_and_the_session_goes_on(tmp_path: Path) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    garbage = b'garbage\n{"jsonrpc":"2.0"}\n\x00\xff\n'
+    result = _run_mcp(tmp_path, garbage + json.dumps(initialize).encode() + b"\n" + garbage)
+    assert result.returncode == 0
+    err = result.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err and "ExceptionGroup" not in err
+    assert err.count("rejected a message that is not JSON-RPC") == 6
+    # The one good message was answered, and nothing else reached stdout.
+    (answer,) = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "searchfuse"
+
+
+def test_garbage_alone_ends_cleanly_at_eof(tmp_path: Path) -> None:
+    result = _run_mcp(tmp_path, b'garbage\n{"jsonrpc":"2.0"}\n\x00\xff\n')
+    assert result.returncode == 0
+    assert result.stdout == b""
+    assert b"Traceback" not in result.stderr
+
+
+def test_http_on_a_busy_port_or_a_bad_host_is_a_usage_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _run_mcp(tmp_path, b"", "--http", str(port))
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert "Traceback" not in err and "uvicorn" not in err.lower()
+    result = _run_mcp(tmp_path, b"", "--http", "8765", "--host", "no-such-host.invalid")
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert "cannot listen on host 'no-such-host.invalid'" in err
+    assert "Traceback" not in err
