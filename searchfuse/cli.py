@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import shutil
+import stat
 import sys
 import textwrap
 import time
@@ -470,8 +471,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     keys = config_dir / "keys.json"
     example = config_dir / "keys.example.json"
     gitignore = root / ".gitignore"
+    _refuse_global_paths(args, "init", "it sets up DIR/config/keys.json and DIR/state/")
     _folder(root, "the project folder")
     _folder(config_dir, "for config/keys.json")
+    state_existed = state_dir.is_dir()
     _folder(state_dir, "for router state")
     for path in (keys, example, gitignore):
         if path.exists() and not path.is_file():
@@ -483,6 +486,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         if keys.exists():
             done["kept"].append(str(keys))
             lines.append(f"kept {keys} (it exists; nothing was overwritten)")
+            mode = stat.S_IMODE(keys.stat().st_mode)
+            if mode & 0o077:
+                warning = (
+                    f"warning: {keys} holds API keys and can be read by other users "
+                    f"(mode {mode:03o}); run: chmod 600 {keys}"
+                )
+                done.setdefault("warnings", []).append(warning)
+                _err(warning)
         else:
             fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
@@ -507,8 +518,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise UsageError(
             f"searchfuse init: error: cannot write{where}: {exc.strerror or exc}"
         ) from None
-    done["created"].append(f"{state_dir}/")
-    lines.append(f"created {state_dir}/ for router state")
+    if not state_existed:
+        done["created"].append(f"{state_dir}/")
+        lines.append(f"created {state_dir}/ for router state")
     if args.json:
         _json(done)
     else:
@@ -517,9 +529,20 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _refuse_global_paths(args: argparse.Namespace, command: str, why: str) -> None:
+    """`--config` and `--state` name an existing setup; `command` makes its own."""
+    given = [f"--{name}" for name in ("config", "state") if getattr(args, name, None)]
+    if given:
+        raise UsageError(
+            f"searchfuse {command}: error: {' and '.join(given)} do not apply to {command} "
+            f"({why}); leave them out (see searchfuse {command} --help)"
+        )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from searchfuse.demo import run_demo
 
+    _refuse_global_paths(args, "demo", "it runs offline on a temporary folder of its own")
     return run_demo(json_output=args.json)
 
 

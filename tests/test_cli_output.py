@@ -198,3 +198,48 @@ def test_status_table_escapes_controls_before_fitting_columns() -> None:
     table = format_status([replace(record, notes="tab\there\nnext")], width=200)
     assert "tab\\there\\nnext" in table
     assert len(table.splitlines()) == 2
+
+
+# -- 5. init and demo ----------------------------------------------------------------------
+
+
+def test_init_reports_only_what_it_created(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "init")
+    assert code == 0 and "created state/ for router state" in out
+    code, out, _ = run(capsys, "init", "--json")
+    assert code == 0
+    done = json.loads(out)
+    assert done["created"] == [] and done["updated"] == []
+    assert done["kept"] == ["config/keys.json"]
+    code, out, _ = run(capsys, "init")
+    assert "created" not in out
+    assert (isolated / "state").is_dir()
+
+
+def test_init_warns_about_a_kept_keys_file_others_can_read(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = write_keys(isolated, [{"key": K1}])
+    keys.chmod(0o644)
+    code, out, err = run(capsys, "init")
+    assert code == 0 and "kept config/keys.json" in out
+    assert "can be read by other users (mode 644); run: chmod 600 config/keys.json" in err
+    assert keys.stat().st_mode & 0o777 == 0o644  # named, not changed behind the user's back
+    code, out, err = run(capsys, "init", "--json")
+    assert "mode 644" in json.loads(out)["warnings"][0]
+
+
+@pytest.mark.parametrize("command", ["init", "demo"])
+@pytest.mark.parametrize("options", [["--config", "other/keys.json"], ["--state", "elsewhere.db"]])
+def test_init_and_demo_refuse_config_and_state(
+    isolated: Path, capsys: pytest.CaptureFixture[str], command: str, options: list[str]
+) -> None:
+    for argv in ([*options, command], [command, *options]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2, argv
+        assert out == ""
+        assert f"searchfuse {command}: error: {options[0]} do not apply to {command}" in err
+        assert len(err.splitlines()) == 1
+    assert not (isolated / "config").exists() and not (isolated / "state").exists()
