@@ -126,7 +126,8 @@ def _config_path(args: argparse.Namespace) -> Path | None:
         return Path(args.config)
     if os.environ.get("SEARCHFUSE_CONFIG"):
         return Path(os.environ["SEARCHFUSE_CONFIG"])
-    if DEFAULT_CONFIG.exists():
+    # A dangling link is named in the error, not taken for "no keys file".
+    if DEFAULT_CONFIG.exists() or DEFAULT_CONFIG.is_symlink():
         return DEFAULT_CONFIG
     return None
 
@@ -139,11 +140,20 @@ def make_router(args: argparse.Namespace) -> Router:
     if state:
         options["state"] = state
     path = _config_path(args)
-    if path is not None:
-        router = Router.from_config(path, **options)
-    else:
-        options.setdefault("state", str(user_state_path()))
-        router = Router.from_env(**options)
+    try:
+        if path is not None:
+            router = Router.from_config(path, **options)
+        else:
+            options.setdefault("state", str(user_state_path()))
+            router = Router.from_env(**options)
+    except OSError as exc:
+        # The keys file's own errors are ConfigErrors: this is the state's folder or file.
+        where = os.path.abspath(exc.filename) if exc.filename else options.get("state", "state/")
+        raise UsageError(
+            f"searchfuse: error: cannot keep the router state at {where} "
+            f"({exc.strerror or exc}); choose a writable place with --state PATH "
+            "or SEARCHFUSE_STATE"
+        ) from None
     _KNOWN_KEYS.update(entry.key for entry in router.keys)
     return router
 

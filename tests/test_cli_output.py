@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +244,169 @@ def test_init_and_demo_refuse_config_and_state(
         assert f"searchfuse {command}: error: {options[0]} do not apply to {command}" in err
         assert len(err.splitlines()) == 1
     assert not (isolated / "config").exists() and not (isolated / "state").exists()
+
+
+# -- 3. links the user made ----------------------------------------------------------------
+
+
+def test_migrating_a_linked_legacy_keys_file_migrates_its_target_and_keeps_the_link(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = isolated / "secrets" / "tavily.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps([K1]))
+    real.chmod(0o600)
+    link = isolated / "config" / "keys.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    code, _, _ = run(capsys, "status")
+    assert code == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    migrated = json.loads(real.read_text())
+    assert migrated["format_version"] == 2 and migrated["keys"][0]["key"] == K1
+    assert real.stat().st_mode & 0o777 == 0o600
+    (backup,) = real.parent.glob("tavily.json.bak.*")
+    assert json.loads(backup.read_text()) == [K1]
+    assert sorted(p.name for p in link.parent.iterdir()) == ["keys.json"]
+    backup.unlink()
+
+
+@pytest.mark.parametrize("how", ["default", "--config", "SEARCHFUSE_CONFIG"])
+def test_a_dangling_keys_file_link_is_named(
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    monkeypatch.setenv("TAVILY_API_KEYS", K1)  # never silently used instead
+    link = isolated / "config" / "keys.json"
+    link.parent.mkdir()
+    link.symlink_to(isolated / "gone.json")
+    argv = ["status"]
+    if how == "--config":
+        argv = ["--config", "config/keys.json", "status"]
+    elif how == "SEARCHFUSE_CONFIG":
+        monkeypatch.setenv("SEARCHFUSE_CONFIG", "config/keys.json")
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert "config/keys.json" in err and "symbolic link to" in err and "gone.json" in err
+    assert "does not exist" in err
+
+
+# -- 4. messages that name the field and the fix -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "field"),
+    [
+        ({"format_version": 2, "keys": [{"key": K1, "account": 5}]}, "'keys[0].account'"),
+        ({"keys": [{"key": K1}, {"key": K2, "source": 5}]}, "'keys[1].source'"),
+        ({"format_version": 2, "keys": [{"key": K1, "notes": 5}]}, "'keys[0].notes'"),
+        ({"format_version": 2, "keys": [{"key": K1, "rpm": "x"}]}, "'keys[0].rpm'"),
+    ],
+)
+def test_type_errors_name_the_field(
+    isolated: Path, capsys: pytest.CaptureFixture[str], keys: dict[str, Any], field: str
+) -> None:
+    path = isolated / "config" / "keys.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(keys))
+    path.chmod(0o600)
+    code, _, err = run(capsys, "status")
+    assert code == 2
+    assert f"field {field}" in err
+    assert path.read_text() == json.dumps(keys)  # nothing rewritten
+
+
+def test_a_key_field_written_twice_is_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = isolated / "config" / "keys.json"
+    path.parent.mkdir()
+    text = f'{{"format_version":2,"keys":[{{"key":"{K1}"}},{{"key":"{K2}","key":"{K1}"}}]}}'
+    path.write_text(text)
+    path.chmod(0o600)
+    code, _, err = run(capsys, "status")
+    assert code == 2
+    assert "field 'keys[1].key'" in err and "appears more than once" in err
+    path.write_text('{"format_version":2,"format_version":2,"keys":[{"key":"' + K1 + '"}]}')
+    code, _, err = run(capsys, "status")
+    assert code == 2 and "field 'format_version'" in err
+
+
+def test_a_folder_as_keys_file_says_so(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (isolated / "conf").mkdir()
+    code, _, err = run(capsys, "--config", "conf", "status")
+    assert code == 2
+    assert "it is a folder, not a keys file" in err and "conf/keys.json" in err
+    assert "permissions" not in err
+
+
+@pytest.mark.parametrize(
+    ("env", "said", "unsaid"),
+    [
+        ({"TAVILY_API_KEYS": ","}, "holds no key", "neither"),
+        ({"TAVILY_API_KEYS": " , ,"}, "holds no key", "neither"),
+        ({"TAVILY_API_KEYS": K1, "SEARCHFUSE_RPM": "abc"}, "unset SEARCHFUSE_RPM", "remove the"),
+        ({"TAVILY_API_KEYS": f"{K1},tvly-your-key-1"}, "key 2 of 2: key#", "key 1 of"),
+    ],
+)
+def test_environment_errors_say_what_is_wrong_with_the_variable(
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    said: str,
+    unsaid: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run(capsys, "status")
+    assert code == 2
+    assert said in err and unsaid not in err
+
+
+def test_a_placeholder_in_a_keys_file_is_shown_with_its_field(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_keys(isolated, [{"key": K1}, {"key": "tvly-your-key-2"}])
+    code, _, err = run(capsys, "status")
+    assert code == 2
+    assert "field 'keys[1].key': key#" in err and "is a placeholder from a template" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_working_folder_names_the_state_path(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_keys(isolated, [{"key": K1}])
+    isolated.chmod(0o500)
+    try:
+        code, _, err = run(capsys, "status")
+    finally:
+        isolated.chmod(0o700)
+    assert code == 2
+    assert f"cannot keep the router state at {isolated / 'state'}" in err
+    assert "--state PATH or SEARCHFUSE_STATE" in err
+
+
+def test_a_state_folder_that_cannot_be_made_names_the_full_path(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import searchfuse.cli as cli
+
+    # What a read-only working folder does to the default state folder (root
+    # bypasses the mode bits, so the failure is raised where the store makes it).
+    def read_only(*_: Any, **__: Any) -> Router:
+        raise OSError(errno.EROFS, "Read-only file system", "state")
+
+    monkeypatch.setattr(cli.Router, "from_config", read_only)
+    write_keys(isolated, [{"key": K1}])
+    code, out, err = run(capsys, "status", "--json")
+    assert code == 2
+    message = json.loads(out)["message"]
+    assert message == err.strip()
+    assert f"cannot keep the router state at {isolated / 'state'} (Read-only file system)" in err
+    assert "--state PATH or SEARCHFUSE_STATE" in err

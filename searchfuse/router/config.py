@@ -170,7 +170,7 @@ def _check_key(value: Any, source: str, where: str) -> str:
         raise ConfigError(
             source,
             where,
-            f"{mask(key)} is a placeholder, not a real key",
+            f"{mask(key)} is a placeholder from a template, not a real key",
             "replace it with a key from your Tavily dashboard, or remove the entry",
         )
     if not _KEY_CHARS.fullmatch(key):
@@ -248,7 +248,15 @@ def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
             value: Any = int(text)
         except ValueError:
             value = text
-        rpm = _rpm(value, "SEARCHFUSE_RPM", None)  # type: ignore[arg-type]
+        try:
+            rpm = _rpm(value, "environment", "SEARCHFUSE_RPM")
+        except ConfigError as exc:
+            raise ConfigError(
+                "environment",
+                "SEARCHFUSE_RPM",
+                exc.problem,
+                "unset SEARCHFUSE_RPM, or set it to a whole number such as 100",
+            ) from None
         assert rpm is not None
         return rpm
     return DEV_RPM if entry.key.startswith(DEV_KEY_PREFIX) else PROD_RPM
@@ -297,10 +305,12 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
         raise ConfigError(
             source, "keys", "the list is empty", "add at least one key from your Tavily dashboard"
         )
+    _refuse_repeated(data, source, None)
     entries: list[KeyEntry] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(raw_keys):
         where = f"keys[{i}]"
+        _refuse_repeated(item, source, where)
         if isinstance(item, str):
             legacy = True
             entry = KeyEntry(_check_key(item, source, where))
@@ -310,7 +320,8 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
             key = _check_key(item["key"], source, f"{where}.key")
             if "source" in item and "account" not in item:
                 legacy = True
-            account = _check_text(item.get("account", item.get("source")), source, where)
+            named = "account" if "account" in item else "source"
+            account = _check_text(item.get(named), source, f"{where}.{named}")
             notes = _check_text(item.get("notes"), source, f"{where}.notes") or ""
             disabled = item.get("disabled", False)
             if not isinstance(disabled, bool):
@@ -342,6 +353,33 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
     cooldown = _cooldown(data.get("cooldown_minutes"), source)
     extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
     return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy, extra=extra)
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers the names it held more than once."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(pairs)
+    if len(obj) != len(pairs):
+        names = [name for name, _ in pairs]
+        obj.repeated = tuple(sorted({n for n in names if names.count(n) > 1}))
+    return obj
+
+
+def _refuse_repeated(obj: Any, source: str, where: str | None) -> None:
+    """A field written twice in one object: JSON parsers keep the last one silently."""
+    repeated = getattr(obj, "repeated", ())
+    if repeated:
+        name = repeated[0]
+        raise ConfigError(
+            source,
+            f"{where}.{name}" if where else name,
+            f'"{name}" appears more than once in the same object (only the last would count)',
+            f'keep one "{name}" (a second key goes in its own entry)',
+        )
 
 
 def render_config(config: Config) -> str:
@@ -377,13 +415,19 @@ def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Confi
         raise ConfigError(
             str(path), "keys", "migration would change the keys", "report this as a bug"
         )
-    saved = backup(path, epoch)
+    # A link is the user's: the file it points to is migrated in place (backup
+    # beside it, atomic replace of it), and the link stays a link.
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    saved = backup(target, epoch)
     # The file must still be what we parsed: another process may have migrated it.
-    if path.read_bytes() != original:
+    if target.read_bytes() != original:
         return config
-    atomic_write(path, text.encode("utf-8"))
+    atomic_write(target, text.encode("utf-8"))
     log.warning(
-        "migrated %s to format v%d; the original is kept as %s", path, FORMAT_VERSION, saved.name
+        "migrated %s to format v%d; the original is kept as %s",
+        path if target == path else f"{path} (a link to {target})",
+        FORMAT_VERSION,
+        saved if target != path else saved.name,
     )
     unknown = sorted(config.extra) + sorted(
         {f"keys[].{name}" for entry in config.keys for name in entry.extra}
@@ -418,18 +462,39 @@ def load_config(
             )
         raw = path.read_bytes()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(
+                source,
+                None,
+                f"it is a symbolic link to {os.readlink(path)}, which does not exist",
+                "point the link at your keys file, or remove the link and run `searchfuse init`",
+            ) from None
         raise ConfigError(
             source,
             None,
             "file not found",
             "run `searchfuse init` to create it from the template, or set TAVILY_API_KEYS",
         ) from None
-    except OSError as exc:
+    except IsADirectoryError:
+        raise ConfigError(
+            source,
+            None,
+            "it is a folder, not a keys file",
+            f"name the file itself, e.g. --config {path / 'keys.json'}",
+        ) from None
+    except PermissionError as exc:
         raise ConfigError(
             source, None, f"cannot read it ({exc.strerror})", "check the file's permissions"
         ) from None
+    except OSError as exc:
+        raise ConfigError(
+            source,
+            None,
+            f"cannot read it ({exc.strerror or exc})",
+            "point --config at a regular keys file (config/keys.json)",
+        ) from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs)
     except UnicodeDecodeError:
         raise ConfigError(source, None, "not UTF-8 text", "save the file as UTF-8 JSON") from None
     except json.JSONDecodeError as exc:
@@ -546,6 +611,13 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
             if (m := re.fullmatch(r"TAVILY_API_KEY_(\d+)", name)) and env[name].strip()
         )
         keys.extend((name, env[name].strip()) for _, name in numbered)
+    if not keys and env.get("TAVILY_API_KEYS", "").strip():
+        raise ConfigError(
+            "environment",
+            "TAVILY_API_KEYS",
+            f"the variable is set to {_shown(env['TAVILY_API_KEYS'])}, which holds no key",
+            _LIST_FIX,
+        )
     if not keys:
         raise ConfigError(
             "environment",
@@ -573,8 +645,11 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
         # Name the variable, not a JSON path the user never wrote.
         index = int(m.group(1)) if exc.field and (m := re.search(r"\[(\d+)\]", exc.field)) else 0
         variable = keys[index][0] if index < len(keys) else "TAVILY_API_KEYS"
+        problem = exc.problem
+        if variable == "TAVILY_API_KEYS" and exc.field and exc.field.startswith("keys["):
+            problem = f"key {index + 1} of {len(keys)}: {problem}"
         fix = _LIST_FIX if variable == "TAVILY_API_KEYS" else exc.fix
-        raise ConfigError("environment", variable, exc.problem, fix) from None
+        raise ConfigError("environment", variable, problem, fix) from None
 
 
 def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
