@@ -544,7 +544,8 @@ def _refuse_global_paths(args: argparse.Namespace, command: str, why: str) -> No
     given = [f"--{name}" for name in ("config", "state") if getattr(args, name, None)]
     if given:
         raise UsageError(
-            f"searchfuse {command}: error: {' and '.join(given)} do not apply to {command} "
+            f"searchfuse {command}: error: {' and '.join(given)} "
+            f"{'do' if len(given) > 1 else 'does'} not apply to {command} "
             f"({why}); leave them out (see searchfuse {command} --help)"
         )
 

@@ -241,7 +241,7 @@ def test_init_and_demo_refuse_config_and_state(
         code, out, err = run(capsys, *argv)
         assert code == 2, argv
         assert out == ""
-        assert f"searchfuse {command}: error: {options[0]} do not apply to {command}" in err
+        assert f"searchfuse {command}: error: {options[0]} does not apply to {command}" in err
         assert len(err.splitlines()) == 1
     assert not (isolated / "config").exists() and not (isolated / "state").exists()
 
