@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'searchfuse.integrations.mcp needs the MCP SDK: pip install ".[mcp]"'
     ) from exc
 
+from searchfuse._secrets import redact
 from searchfuse.guard import Guard
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
@@ -77,6 +78,7 @@ def build_server(
     if router is None:
         router = Router.from_env()
     rules = Guard(name=TOOL_NAME, router=router, **guard_options)
+    secrets = tuple(entry.key for entry in router.keys)
     server: FastMCP[Any] = FastMCP(name, host=host, port=port, log_level="WARNING")
 
     @server.tool(
@@ -103,7 +105,9 @@ def build_server(
             include_domains=include_domains,
             exclude_domains=exclude_domains,
         )
-        return CallToolResult(content=[TextContent(type="text", text=text)], isError=refused)
+        # What the model reads never holds a configured key, whatever a page echoed.
+        shown = redact(text, secrets)
+        return CallToolResult(content=[TextContent(type="text", text=shown)], isError=refused)
 
     return server
 

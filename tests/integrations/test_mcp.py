@@ -321,3 +321,15 @@ def test_http_on_a_busy_port_or_a_bad_host_is_a_usage_error(tmp_path: Path) -> N
     assert result.returncode == 2
     assert "cannot listen on host 'no-such-host.invalid'" in err
     assert "Traceback" not in err
+
+
+async def test_a_configured_key_echoed_in_a_result_reaches_the_model_masked(
+    fake_tavily: FakeTavily, tavily_server: str, tmp_path: Path
+) -> None:
+    async with asyncio.timeout(LIMIT), stdio_session(tavily_server, tmp_path) as session:
+        found = await session.call_tool("tavily_search", {"query": f"what is {K2}"})
+    assert not found.isError
+    shown = text(found)
+    assert K2 not in shown
+    assert "tvly-dev-…" in shown  # the page's echo is there, masked
+    assert len(fake_tavily.searches) == 1
