@@ -15,6 +15,7 @@ migrated to v2 on load: backup first, verify, then replace atomically.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import logging
@@ -22,7 +23,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,8 +211,11 @@ def _cooldown(value: Any, source: str) -> float:
             f"expected a number of minutes, got {_shown(value)}",
             "write a number such as 0.5 or 1",
         )
-    minutes = float(value)
-    if not math.isfinite(minutes) or minutes < 0:
+    try:
+        minutes = float(value)
+    except OverflowError:
+        minutes = math.inf
+    if not math.isfinite(minutes * 60.0) or minutes < 0:
         raise ConfigError(
             source,
             "cooldown_minutes",
@@ -453,14 +457,7 @@ def load_config(
     source = str(path)
     epoch = (clock or _clock.now)()
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                source,
-                None,
-                f"the file is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB",
-                "point --config at your keys file (config/keys.json)",
-            )
-        raw = path.read_bytes()
+        raw = _read_keys_file(path, source)
     except FileNotFoundError:
         if path.is_symlink():
             raise ConfigError(
@@ -494,7 +491,9 @@ def load_config(
             "point --config at a regular keys file (config/keys.json)",
         ) from None
     try:
-        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs)
+        data = json.loads(
+            raw.decode("utf-8"), object_pairs_hook=_pairs, parse_int=_int_parser(raw, source)
+        )
     except UnicodeDecodeError:
         raise ConfigError(source, None, "not UTF-8 text", "save the file as UTF-8 JSON") from None
     except json.JSONDecodeError as exc:
@@ -525,6 +524,63 @@ def load_config(
                 exc.strerror or exc,
             )
     return config
+
+
+def _read_keys_file(path: Path, source: str) -> bytes:
+    """The keys file's bytes; ConfigError if it is not a regular file (a FIFO,
+    a device: opened without waiting, never read) or is too large."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                source, None, "it is not a regular file (a pipe or a device)", _NOT_FILE_FIX
+            )
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                source,
+                None,
+                f"the file is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB",
+                _NOT_FILE_FIX,
+            )
+        chunks = []
+        left = MAX_CONFIG_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+_NOT_FILE_FIX = "point --config (or SEARCHFUSE_CONFIG) at your keys file (config/keys.json)"
+#: Longest whole number a keys file may hold (Python's own limit is 4300 digits).
+_MAX_DIGITS = 100
+
+
+def _int_parser(raw: bytes, source: str) -> Callable[[str], int]:
+    """`json.loads`'s `parse_int`: a number too long to be meant is a ConfigError
+    naming its field (found by its text in the file), never a raw ValueError."""
+
+    def parse(text: str) -> int:
+        if len(text.lstrip("-")) <= _MAX_DIGITS:
+            return int(text)
+        found = re.search(rb'"([^"\\]{1,100})"\s*:\s*' + re.escape(text.encode()), raw)
+        field = found.group(1).decode("utf-8", "replace") if found else None
+        raise ConfigError(
+            source,
+            field,
+            f"a number with {len(text.lstrip('-'))} digits is not a usable value",
+            "write a sensible number (compare with config/keys.example.json)",
+        )
+
+    return parse
 
 
 _DEPTH_FIX = 'a keys file is {"format_version": 2, "keys": [...]}: compare with keys.example.json'

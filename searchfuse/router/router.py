@@ -216,10 +216,29 @@ class _Breaker:
 
 
 def _check_timeout(timeout: float | None) -> None:
-    if timeout is not None and (
-        isinstance(timeout, bool) or not math.isfinite(float(timeout)) or timeout <= 0
-    ):
-        raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+    if timeout is not None:
+        _seconds("timeout", timeout, "a finite number of seconds > 0", zero=False)
+
+
+def _seconds(
+    name: str, value: object, accepts: str, *, zero: bool = True, scale: float = 1.0
+) -> float:
+    """`value` as a float; TypeError unless it is a real number (not a bool, not
+    text), ValueError unless finite (also times `scale`) and >= 0 (> 0 unless `zero`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be {accepts}, not {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number * scale) or number < 0 or (number == 0 and not zero):
+        shown = f"{value!r}" if len(repr(value)) <= 40 else f"a {len(str(value))}-digit number"
+        raise ValueError(f"{name} must be {accepts}, not {shown}")
+    return number
+
+
+#: The latest time a clock may report (the year 9999): a later one cannot be a date.
+_LAST_TIME = 253402300799.0
 
 
 def _past(deadline: float | None, ahead: float = 0.0) -> bool:
@@ -331,13 +350,27 @@ class Router:
         max_keys_per_call: int = DEFAULT_MAX_KEYS_PER_CALL,
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
         _missing: str | None = None,
+        _environ: Mapping[str, str] | None = None,
     ) -> None:
         if on_429 not in ("stop", "retry", "failover"):
             raise ValueError(f"on_429 must be 'stop', 'retry' or 'failover', not {on_429!r}")
-        if deadline is not None and (
-            isinstance(deadline, bool) or not math.isfinite(float(deadline)) or deadline <= 0
-        ):
-            raise ValueError(f"deadline must be a finite number of seconds > 0, not {deadline!r}")
+        if deadline is not None:
+            _seconds("deadline", deadline, "a finite number of seconds > 0, or None", zero=False)
+        if timeout is not None and not isinstance(timeout, httpx.Timeout):
+            _seconds(
+                "timeout",
+                timeout,
+                "a finite number of seconds > 0, an httpx.Timeout, or None",
+                zero=False,
+            )
+        _seconds("sync_interval", sync_interval, "a finite number of seconds >= 0")
+        if clock is not None and not callable(clock):
+            raise TypeError(
+                f"clock must be a function returning time.time()-like seconds, not {clock!r}"
+            )
+        if sleep is not None and not callable(sleep):
+            raise TypeError(f"sleep must be a function taking seconds, not {sleep!r}")
+        self._environ = os.environ if _environ is None else _environ
         for name, count in (
             ("max_keys_per_call", max_keys_per_call),
             ("breaker_threshold", breaker_threshold),
@@ -353,20 +386,22 @@ class Router:
         else:
             self.config = keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
-        if isinstance(minutes, bool) or not math.isfinite(float(minutes)) or minutes < 0:
-            raise ValueError(f"cooldown_minutes must be a finite number >= 0, not {minutes!r}")
+        _seconds("cooldown_minutes", minutes, "a finite number of minutes >= 0", scale=60.0)
         # A float all the way: int(0.5) once turned a 30 s cooldown into none (incident 4).
         self.cooldown_seconds = float(minutes) * 60.0
         self.on_429: On429 = on_429
         self.sync_interval = float(sync_interval)
-        if isinstance(max_wait, bool) or not math.isfinite(float(max_wait)) or max_wait < 0:
-            raise ValueError(f"max_wait must be a finite number of seconds >= 0, not {max_wait!r}")
+        _seconds("max_wait", max_wait, "a finite number of seconds >= 0")
         self.pace = bool(pace)
         self.max_wait = float(max_wait)
-        self._rpm = {entry.fingerprint: key_rpm(entry) for entry in self.config.keys}
+        self._rpm = {entry.fingerprint: key_rpm(entry, self._environ) for entry in self.config.keys}
         self.store = open_store(state)
         self.http = TavilyHTTP(
-            base_url, timeout=timeout, transport=transport, async_transport=async_transport
+            base_url,
+            timeout=timeout,
+            transport=transport,
+            async_transport=async_transport,
+            environ=self._environ,
         )
         self._clock = clock
         self._sleep = sleep
@@ -404,20 +439,24 @@ class Router:
         return cls(config, **options)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **options: Any) -> Router:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Router:
         """A router for the keys in `TAVILY_API_KEYS` or `TAVILY_API_KEY`,
         `TAVILY_API_KEY_2`, ... State goes to `SEARCHFUSE_STATE` if set,
         else stays in memory."""
         env = os.environ if environ is None else environ
+        if not isinstance(env, Mapping):
+            raise TypeError(
+                f"environ must be a mapping of names to values (like os.environ), not {env!r}"
+            )
         try:
             config = config_from_env(env)
         except ConfigError as exc:
             if options.get("fallback") is None:
                 raise
-            return cls([], _missing=f"{exc.field} ({exc.problem})", **options)
+            return cls([], _missing=f"{exc.field} ({exc.problem})", _environ=env, **options)
         if "state" not in options and env.get("SEARCHFUSE_STATE"):
             options["state"] = env["SEARCHFUSE_STATE"]
-        return cls(config, **options)
+        return cls(config, _environ=env, **options)
 
     def __repr__(self) -> str:
         keys = ", ".join(entry.masked for entry in self.config.keys)
@@ -459,8 +498,20 @@ class Router:
         return self.config.keys
 
     def now(self) -> float:
-        """The router's clock."""
-        return (self._clock or _clock.now)()
+        """The router's clock (ValueError if it reports no usable time)."""
+        if self._clock is None:
+            return _clock.now()
+        now = self._clock()
+        if (
+            isinstance(now, bool)
+            or not isinstance(now, int | float)
+            or not 0 <= now <= _LAST_TIME  # also NaN
+        ):
+            raise ValueError(
+                f"the router's clock returned {now!r}: it must return seconds since "
+                "the epoch like time.time() (a finite number, before the year 10000)"
+            )
+        return float(now)
 
     def _scrub(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -1050,7 +1101,7 @@ class Router:
             # its exception, unchanged.
             return result
         if answer.outcome is Outcome.MISCONFIGURED:
-            source = "TAVILY_BASE_URL" if os.environ.get("TAVILY_BASE_URL") else "base_url"
+            source = "TAVILY_BASE_URL" if self._environ.get("TAVILY_BASE_URL") else "base_url"
             return ConfigError(
                 "environment" if source.isupper() else "Router",
                 source,

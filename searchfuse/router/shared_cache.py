@@ -106,6 +106,12 @@ def _on_event_loop() -> bool:
     return True
 
 
+#: The longest `ttl` a shared cache takes (ten years, in seconds).
+MAX_TTL = 10 * 365 * 86400.0
+#: The most entries a shared cache takes.
+MAX_SIZE = 10**9
+
+
 class SharedCache(MutableMapping[Hashable, Any]):
     """A TTL cache in a router's [`Store`][searchfuse.router.Store]; `maxsize` entries, `ttl`
     seconds.
@@ -120,8 +126,24 @@ class SharedCache(MutableMapping[Hashable, Any]):
     def __init__(
         self, store: Store, *, ttl: float, maxsize: int, timer: Callable[[], float]
     ) -> None:
-        if ttl <= 0 or maxsize < 1:
-            raise ValueError("a shared cache needs ttl > 0 and maxsize >= 1")
+        if (
+            isinstance(ttl, bool)
+            or not isinstance(ttl, int | float)
+            or not 0 < ttl <= MAX_TTL  # also NaN
+        ):
+            raise ValueError(
+                f"a shared cache's ttl must be a number of seconds > 0 and at most "
+                f"{MAX_TTL:g} (ten years), not {ttl!r}"
+            )
+        if (
+            isinstance(maxsize, bool)
+            or not isinstance(maxsize, int)
+            or not 1 <= maxsize <= MAX_SIZE
+        ):
+            raise ValueError(
+                f"a shared cache's maxsize must be a whole number from 1 to {MAX_SIZE}, "
+                f"not {maxsize!r}"
+            )
         self.store = store
         self.ttl = float(ttl)
         self.maxsize = int(maxsize)

@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +90,7 @@ MAX_ERROR_TEXT = 300
 MAX_FIGURE = 1e12
 
 
-def resolve_base_url(base_url: str | None) -> str:
+def resolve_base_url(base_url: str | None, environ: Mapping[str, str] | None = None) -> str:
     """`base_url` if given, else `TAVILY_BASE_URL`, else Tavily's public API.
 
     Raises [`ConfigError`][searchfuse.errors.ConfigError] for anything that is not an
@@ -99,7 +99,7 @@ def resolve_base_url(base_url: str | None) -> str:
     """
     if base_url:
         return validate_base_url(base_url, "base_url")
-    env = os.environ.get("TAVILY_BASE_URL")
+    env = (os.environ if environ is None else environ).get("TAVILY_BASE_URL")
     if env:
         return validate_base_url(env, "TAVILY_BASE_URL")
     return DEFAULT_BASE_URL
@@ -497,8 +497,9 @@ class TavilyHTTP:
         timeout: httpx.Timeout | float | None = None,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.base_url = resolve_base_url(base_url)
+        self.base_url = resolve_base_url(base_url, environ)
         self.timeout = DEFAULT_TIMEOUT if timeout is None else httpx.Timeout(timeout)
         self._transport = transport
         self._async_transport = async_transport

@@ -5,10 +5,15 @@
 
 - `None`: [`MemoryStore`][searchfuse.router.MemoryStore], this process only;
 - a [`Store`][searchfuse.router.Store] object: that store;
-- `redis://`, `rediss://`, `unix://` URLs: `RedisStore`, shared
-  by every process on every host that names it;
+- `redis://`, `rediss://`, `unix://` URLs (scheme in any case): `RedisStore`,
+  shared by every process on every host that names it; any other URL-like
+  value (`reddis://`, `http://`, `sqlite:///`, `:memory:`) or a blank one is a
+  ConfigError, never a local file;
 - a path ending in `.json`: [`JsonFileStore`][searchfuse.router.JsonFileStore];
 - any other path: `SqliteStore`, the embedded default.
+
+A path must name a regular file, or nothing yet in a folder that exists (a
+FIFO, a device or a missing folder is a ConfigError; nothing is created).
 
 `SqliteStore` and `RedisStore` are imported on first use, so
 `import searchfuse` loads neither `sqlite3` nor `redis`.
@@ -35,6 +40,7 @@ from searchfuse.router.state._model import (
     acquire,
     month_of,
 )
+from searchfuse.router.state._paths import redis_url
 
 if TYPE_CHECKING:
     from searchfuse.router.state._redis import RedisStore
@@ -62,8 +68,6 @@ __all__ = [
     "open_store",
 ]
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
 
 def __getattr__(name: str) -> Any:
     if name == "RedisStore":
@@ -81,10 +85,11 @@ def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
     """The store a `state=` value names (see the module docstring)."""
     if state is None:
         return MemoryStore()
-    if isinstance(state, str) and state.startswith(REDIS_SCHEMES):
+    url = redis_url(state) if isinstance(state, str) else None
+    if url is not None:
         from searchfuse.router.state._redis import RedisStore
 
-        return RedisStore(state)
+        return RedisStore(url)
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
             return JsonFileStore(state)

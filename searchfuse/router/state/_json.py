@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
-from searchfuse.errors import ConfigError, StoreUnavailable
+from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, TxState
 from searchfuse.router.state._model import (
     Ring,
@@ -41,6 +41,7 @@ from searchfuse.router.state._model import (
     state_from_json,
     state_to_json,
 )
+from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 
 __all__ = ["JsonFileStore"]
 
@@ -364,17 +365,6 @@ def _unfinished(raw: bytes, pending: tuple[bytes, int | None] | None) -> bytes |
     return data if written > 0 and raw[:written] == data[:written] else None
 
 
-def not_state(path: Path, what: str) -> ConfigError:
-    """The error for a `state=` path that holds something else; the file is left alone."""
-    return ConfigError(
-        str(path),
-        None,
-        f"is not a searchfuse state file ({what}); searchfuse leaves it untouched",
-        "point state= (or --state / SEARCHFUSE_STATE) at a new file, for example "
-        "state/searchfuse.db",
-    )
-
-
 class _Held:
     """A `JsonFileStore`'s thread lock and process lock, for one `with` block."""
 
@@ -443,6 +433,7 @@ class JsonFileStore:
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        check_path(self.path)
         self._lock: Any = _process_lock(Path(str(self.path) + ".lock"), lock_timeout)
         #: Writes in place, readers take the shared lock (False: temp file and rename).
         self._in_place = isinstance(self._lock, _FlockLock)
@@ -570,15 +561,16 @@ class JsonFileStore:
         return rolled(state, month, now)
 
     def _mkdir(self) -> None:
-        """Make the file's folder, unless the file was there at the last read."""
+        """Check the file's folder (made only if it is the user's state directory),
+        unless the file was there at the last read."""
         if self._read_ident is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_parent(self.path)
 
     def _save(self, state: State, cache: dict[str, Any]) -> None:
         snapshot = _copy(state)
         raw = self._encode_state(snapshot, cache)
         if not (self._in_place and self._write_in_place(raw)):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_parent(self.path)
             # State is a cache: atomic, but no fsync on every search.
             atomic_write(self.path, raw, durable=False)
         self._parsed = (raw.rstrip(), snapshot, cache)

@@ -65,11 +65,27 @@ return rev
 
 
 def redacted_url(url: str) -> str:
-    """`url` without its password (and user), for messages and `repr`."""
-    parts = urllib.parse.urlsplit(url)
+    """`url` without its password (and user), for messages and `repr`.
+
+    A URL that cannot be parsed (a port out of range or not a number, an
+    unclosed `[` of an IPv6 address) is a ConfigError naming the setting,
+    showing the URL without what came before its last `@`."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        scheme, sep, rest = url.partition("://")
+        shown = scheme + sep + rest[rest.rfind("@") + 1 :]
+        raise ConfigError(
+            "state",
+            None,
+            f"{shown!r} is not a usable Redis URL ({exc})",
+            "write redis://[user:password@]host:port/db with a port from 1 to 65535, "
+            "for example redis://127.0.0.1:6379/0",
+        ) from None
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if port:
+        host = f"{host}:{port}"
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))

@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, TxState
-from searchfuse.router.state._json import not_state
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
     CHARGED_ACCOUNT_FIELDS,
@@ -54,6 +53,7 @@ from searchfuse.router.state._model import (
 from searchfuse.router.state._model import (
     _warn as _default_warn,
 )
+from searchfuse.router.state._paths import check_path, not_state
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -398,12 +398,24 @@ def _collect(bad: list[str], warn: Callable[[str], None] | None) -> Callable[[st
     return note
 
 
+#: Counters (seq, epoch, a pacing log's position) stay below this: one more
+#: must still fit in SQLite's 64-bit INTEGER.
+_MAX_COUNTER = 2**62
+
+
 def _positive_int(value: Any, zero: bool = False) -> bool:
     return (
         isinstance(value, int)
         and not isinstance(value, bool)
         and (value >= 0 if zero else value > 0)
+        and value < _MAX_COUNTER
     )
+
+
+def _meta_counters_bad(row: tuple[Any, ...]) -> bool:
+    """Whether a `_SELECT_META` row's seq or epoch is not a counter (edited by
+    hand, or out of range): the next write transaction renumbers them."""
+    return not (_positive_int(row[3], zero=True) and _positive_int(row[4], zero=True))
 
 
 class SqliteStore:
@@ -459,8 +471,8 @@ class SqliteStore:
     # -- the file: ours, or a ConfigError -------------------------------------------------
 
     def _check_path(self) -> None:
-        if self.path.is_dir():
-            raise not_state(self.path, "it is a directory")
+        if not check_path(self.path):
+            return
         try:
             with self.path.open("rb") as fh:
                 head = fh.read(16)
@@ -474,7 +486,6 @@ class SqliteStore:
             raise not_state(self.path, "it is not an SQLite database")
 
     def _create_file(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
@@ -523,6 +534,9 @@ class SqliteStore:
         conn = self._begin()
         try:
             yield conn
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._error(exc) from None
         except BaseException:
             _rollback(conn)
             raise
@@ -716,6 +730,16 @@ class SqliteStore:
         month = rollover(meta[0], now)
         if month is not None:
             return self._roll(conn, month, now, meta[4] + 1, meta[1], meta[2])
+        if _meta_counters_bad(row):
+            _default_warn(
+                f"{self.path.name}: searchfuse_meta seq/epoch out of range "
+                f"({row[3]!r}, {row[4]!r}); renumbered"
+            )
+            epoch = meta[4] + 1
+            conn.execute("UPDATE keys SET rev = 0")
+            conn.execute("UPDATE accounts SET rev = 0")
+            conn.execute("UPDATE searchfuse_meta SET seq = 0, epoch = ?", (epoch,))
+            return (meta[0], meta[1], meta[2], 0, epoch)
         return meta
 
     @staticmethod
@@ -805,6 +829,9 @@ class SqliteStore:
                     "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
                     (tx.hold_until, tx.hold_key, rev),
                 )
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._error(exc) from None
         except BaseException:
             _rollback(conn)
             raise
@@ -908,6 +935,9 @@ class SqliteStore:
                     (*(getattr(acc, c) for c in CHARGED_ACCOUNT_FIELDS), rev, charge.account_id),
                 )
                 conn.execute("UPDATE searchfuse_meta SET seq = ?", (rev,))
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._error(exc) from None
         except BaseException:
             _rollback(conn)
             raise
@@ -956,9 +986,12 @@ class SqliteStore:
             row = conn.execute(_SELECT_META).fetchone()
             if row is None:
                 raise not_state(self.path, "its searchfuse_meta row is missing")
-            if rollover(row[0] if isinstance(row[0], str) else "", now) is not None:
+            if rollover(
+                row[0] if isinstance(row[0], str) else "", now
+            ) is not None or _meta_counters_bad(row):
                 # A new month: roll it over once for every process (usage resets,
-                # running cooldowns stay), then read as usual.
+                # running cooldowns stay), then read as usual. Counters out of
+                # range are renumbered the same way.
                 with self._transaction() as wconn:
                     self._meta(wconn, now)
                 row = conn.execute(_SELECT_META).fetchone()
