@@ -188,9 +188,11 @@ def router_from_hermes(**options: Any) -> Router:
     if configured or keys_file.exists():
         return Router.from_config(keys_file, **options)
     if "state" not in options:
-        options["state"] = environ.get("SEARCHFUSE_STATE") or (
-            home / "searchfuse" / "state" / "quota.json"
-        )
+        options["state"] = environ.get("SEARCHFUSE_STATE")
+        if not options["state"]:
+            # The plugin's default state folder, the one it makes itself.
+            (home / "searchfuse" / "state").mkdir(mode=0o700, parents=True, exist_ok=True)
+            options["state"] = home / "searchfuse" / "state" / "quota.json"
     return Router.from_env(environ, **options)
 
 
