@@ -205,3 +205,24 @@ def test_handles_that_remember_what_they_read_still_see_every_write(opener: Open
         ).verdict
         == "blocked"
     )
+
+
+def test_a_month_stamped_by_a_clock_years_ahead_does_not_stop_rollover(opener: Opener) -> None:
+    future = 1_907_668_800.0  # 2030-06-15 12:00 UTC
+    opener().update(future, bump)
+    store = opener()
+    for _ in range(3):
+        store.update(NOW, bump)
+    feb = NOW + 20 * 86400.0  # 2026-02-04
+    state = opener().read(feb)
+    assert state.month == "2026-02"
+    assert state.keys.get("fp1") is None or state.keys["fp1"].searches == 0
+
+
+def test_the_next_month_from_a_clock_slightly_ahead_is_kept(opener: Opener) -> None:
+    end = 1_769_903_990.0  # 2026-01-31 23:59:50 UTC
+    opener().update(end + 60.0, bump)  # a clock a minute ahead: February
+    opener().update(end, bump)
+    state = opener().read(end)
+    assert state.month == "2026-02"
+    assert state.keys["fp1"].searches == 2

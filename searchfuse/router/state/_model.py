@@ -83,14 +83,30 @@ ROLLOVER_GRACE = 600.0
 def rollover(stored: str, now: float) -> str | None:
     """The month that state stamped `stored` rolls into at `now`, or `None` to keep it.
 
-    Never backwards: state stamped with a later month (written by a process
-    whose clock ran ahead) is kept as it is, so processes with different
-    clocks cannot reset each other's counters back and forth.
+    Never backwards for small skew: state stamped with the next month (written
+    by a process whose clock ran a little ahead at the month's turn) is kept as
+    it is, so processes with different clocks cannot reset each other's
+    counters back and forth. A month further ahead is not believed: it rolls
+    to this clock's month, with a warning.
     """
     if not stored:
         return month_of(now)
     target = month_of(now - ROLLOVER_GRACE)
-    return target if target > stored else None
+    if target > stored:
+        return target
+    current = month_of(now)
+    year, month = int(current[:4]), int(current[5:7])
+    next_month = f"{year + month // 12:04d}-{month % 12 + 1:02d}"
+    if stored > next_month:
+        # More than a month ahead: a clock far in the future stamped it, not
+        # the small skew at a month's turn. Believing it would stop every
+        # process with a correct clock from ever starting a new month.
+        _warn(
+            f"the state's month {stored[:16]!r} is more than a month ahead of this "
+            f"clock's {current}: a process with a wrong clock wrote it; starting {current}"
+        )
+        return current
+    return None
 
 
 class Availability(enum.StrEnum):
