@@ -90,3 +90,47 @@ def test_redacted_url_forms() -> None:
     )
     assert redacted_url("unix:///run/redis.sock?db=1&password=pw") == "unix:///run/redis.sock"
     assert "pw" not in urllib.parse.unquote(redacted_url("redis://:p%77@h:1/0"))
+
+
+@pytest.mark.parametrize(
+    ("name", "junk"),
+    [
+        ("month", "2026-13"),
+        ("month", "garbage"),
+        ("month", "2026-1"),
+        ("epoch", "x"),
+        ("seq", "x"),
+        ("seq", "-3"),
+        ("epoch", "1e3"),
+    ],
+)
+def test_junk_in_the_meta_strings_is_reset_and_searches_go_on(
+    redis_url: str, name: str, junk: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = uuid.uuid4().hex
+    clock = FakeClock()
+    fake = FakeTavily([K1], clock=clock)
+
+    router = Router(
+        [K1],
+        state=RedisStore(redis_url, namespace=namespace),
+        clock=clock,
+        transport=fake.transport(),
+    )
+    router.search("before")
+    router.store.client.set(f"{namespace}:{name}", junk)  # type: ignore[attr-defined]
+    other = Router(
+        [K1],
+        state=RedisStore(redis_url, namespace=namespace),
+        clock=clock,
+        transport=fake.transport(),
+    )
+    assert other.search("after")["results"]  # no raw ValueError or IllegalMonthError
+    assert router.search("again")["results"]
+    assert f"{junk!r}" in caplog.text  # the reset is named once in the log
+    stored = router.store.client.get(f"{namespace}:{name}")  # type: ignore[attr-defined]
+    assert stored != junk
+    (status,) = other.status()
+    assert status.searches >= 1  # the store counts again
+    router.close()
+    other.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import calendar
 import json
 import math
+import re
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from searchfuse.router.state._model import (
     KeyState,
     Ring,
     State,
+    _warn,
     account_from_fields,
     account_to_fields,
     key_from_fields,
@@ -97,6 +99,29 @@ def _encode(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+_MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
+def _stored_month(value: Any) -> str:
+    """The month stamped on the state, or `""` (a new month starts) when it is no month."""
+    if isinstance(value, str) and _MONTH.fullmatch(value):
+        return value
+    if value:
+        _warn(f"month {str(value)[:40]!r} is not a month (YYYY-MM); reset")
+    return ""
+
+
+def _count(value: Any, name: str) -> int | None:
+    """A stored counter (`epoch`, `seq`), or `None` when it holds no whole number."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, str) and _COUNT.fullmatch(value):
+        return int(value)
+    _warn(f"{name} {str(value)[:40]!r} is not a whole number; reset")
+    return None
 
 
 def _month_end(month: str) -> float:
@@ -297,7 +322,7 @@ class RedisStore:
             for _ in range(MAX_ATTEMPTS):
                 try:
                     pipe.watch(self._month, self._hold)
-                    stored = pipe.get(self._month) or ""
+                    stored = _stored_month(pipe.get(self._month))
                     target = rollover(stored, now)
                     if target is not None:
                         pipe.unwatch()
@@ -380,7 +405,7 @@ class RedisStore:
             while True:
                 try:
                     pipe.watch(self._month, self._revs, self._hold)
-                    stored = pipe.get(self._month) or ""
+                    stored = _stored_month(pipe.get(self._month))
                     if not everything and rollover(stored, now) is None:
                         pipe.unwatch()
                         return
@@ -423,14 +448,20 @@ class RedisStore:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
             stored_month, epoch, seq, hold = pipe.execute()
-        target = rollover(stored_month or "", now)
+        stored_month = _stored_month(stored_month)
+        target = rollover(stored_month, now)
         if target is not None:
             # A new month: roll it over once for every process, then read as usual.
             self._roll(target, now)
             return self._changes(now, since)
         month = stored_month
-        epoch_n = int(epoch or 0)
-        seq_n = int(seq or 0)
+        epoch_n, seq_n = _count(epoch, "epoch"), _count(seq, "seq")
+        if epoch_n is None or seq_n is None:
+            # Counters that hold no number: start a new epoch from 0, so every
+            # reader reads everything again, and writes can count again.
+            self.client.set(self._epoch, (epoch_n or 0) + 1)
+            self.client.set(self._seq, 0)
+            return self._changes(now, since)
         token = (epoch_n, seq_n)
         hold_until = optional_number(hold[0], "hold_until")
         hold_key = optional_text(hold[1], "hold_key")
