@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,10 @@ def test_redis_schemes_are_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> 
     assert seen == ["redis://cache.internal:6379/0", "rediss://cache.internal:6380/1"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "devnull", "dir"])
-@pytest.mark.parametrize("suffix", [".db", ".json"])
+@pytest.mark.parametrize(
+    ("kind", "suffix"),
+    [("fifo", ".db"), ("fifo", ".json"), ("dir", ".db"), ("dir", ".json"), ("devnull", "")],
+)
 def test_a_state_path_that_is_not_a_regular_file_is_a_config_error_at_once(
     kind: str, suffix: str, tmp_path: Path
 ) -> None:
@@ -88,9 +91,7 @@ def test_a_state_path_that_is_not_a_regular_file_is_a_config_error_at_once(
         path = tmp_path / f"s{suffix}"
         path.mkdir()
     else:
-        path = Path(os.devnull)
-        if suffix == ".json":
-            pytest.skip("/dev/null has no .json suffix")
+        path = Path(os.devnull)  # a device: taken as an SQLite path (no .json suffix)
     before = _tree(tmp_path)
     journal_before = Path(os.devnull + "-journal").exists()
     # A FIFO once blocked here forever: the store must not open it.
@@ -190,29 +191,39 @@ def _edit(path: Path, sql: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "sql", ["DROP TABLE rings", "DROP TABLE ring_slots", "DROP TABLE cache", "DROP TABLE keys"]
+    ("sql", "refused"),
+    [
+        # A call that needs the missing table is refused; the others go on.
+        ("DROP TABLE rings", {"search"}),
+        ("DROP TABLE ring_slots", {"search"}),
+        ("DROP TABLE cache", {"cache get", "cache set"}),
+        ("DROP TABLE keys", {"search", "status", "cache get", "cache set"}),
+    ],
 )
 def test_a_searchfuse_database_missing_a_table_is_a_config_error_on_every_path(
-    sql: str, tmp_path: Path
+    sql: str, refused: set[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "s.db"
     _used_db(path)
     _edit(path, sql)
     clock = FakeClock()
     fake = FakeTavily(KEYS, clock=clock)
-    calls = [
-        lambda r: r.search("q2"),
-        lambda r: r.status(),
-        lambda r: r.shared_cache().get("x"),
-        lambda r: r.shared_cache().__setitem__("x", 1),
-    ]
-    for call in calls:
+    calls: dict[str, Callable[[Router], object]] = {
+        "search": lambda r: r.search("q2"),
+        "status": lambda r: r.status(),
+        "cache get": lambda r: r.shared_cache().get("x"),
+        "cache set": lambda r: r.shared_cache().__setitem__("x", 1),
+    }
+    failed = set()
+    for name, call in calls.items():
         try:
-            router = Router(KEYS, state=path, transport=fake.transport(), clock=clock)
-            call(router)
-        except ConfigError as exc:
+            call(Router(KEYS, state=path, transport=fake.transport(), clock=clock))
+        except ConfigError as exc:  # never a raw sqlite3 error
             assert "not a searchfuse state file" in str(exc)
-    assert fake.searches == [] or sql == "DROP TABLE cache"
+            failed.add(name)
+    assert failed == refused
+    # A search refused for its store sent nothing.
+    assert len(fake.searches) == (0 if "search" in refused else 1)
 
 
 @pytest.mark.parametrize(
