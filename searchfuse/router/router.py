@@ -68,7 +68,6 @@ from searchfuse.router.state import (
     KeyUsage,
     State,
     Store,
-    acquire,
     open_store,
 )
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
@@ -683,20 +682,12 @@ class Router:
         rpm = self._rpm[fp] if self.pace else None
         honour = honour_hold and self.on_429 != "failover"
         charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
-        grant = getattr(self.store, "grant", None)
-        if grant is not None:
-            # A store's own, cheaper way to the same decision (SQLite has one).
-            result: Grant = grant(
-                now, fp, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
-            )
-            self._trusted = result.verdict == "ok" and result.fresh
-            return result
-        return self.store.update(
-            now,
-            lambda s: acquire(
-                s, fp, now, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
-            ),
+        # One transaction; a store may have a cheaper way to the same decision (SQLite has).
+        result = self.store.grant(
+            now, fp, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
         )
+        self._trusted = result.verdict == "ok" and result.fresh
+        return result
 
     def _settle(self, entry: KeyEntry, charged: _Charged | None, credits: float) -> None:
         """Record a served answer that cost `credits`.
@@ -1285,7 +1276,7 @@ class Router:
         # The flow does its store work between steps. A store that may wait for a
         # lock (SQLite, a file, Redis) is driven from a worker thread, so the event
         # loop never blocks on another process's transaction.
-        offload = getattr(self.store, "blocking", True)
+        offload = self.store.blocking
         result: Any = None
         while True:
             if offload:

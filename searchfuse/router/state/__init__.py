@@ -97,5 +97,9 @@ def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
 
         return SqliteStore(state)
     if not isinstance(state, Store):
-        raise TypeError(f"state must be a path, a Redis URL, a Store or None, not {state!r}")
+        raise TypeError(
+            f"state must be a path, a Redis URL, a Store or None, not {state!r} "
+            "(a store of your own subclasses searchfuse.router.Store, which gives it "
+            "`grant` and `blocking`)"
+        )
     return state

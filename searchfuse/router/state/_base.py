@@ -8,9 +8,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from searchfuse.router.state._model import (
     AccountUsage,
+    Charge,
+    Grant,
     KeyState,
     Ring,
     State,
+    acquire,
     copied,
     month_of,
     rolled,
@@ -61,11 +64,17 @@ class Store(Protocol):
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
 
-    A store may also offer `grant(now, fp, *, rpm, window, honour_hold,
-    charge=None) -> Grant`: the same decision as `update(now, lambda s:
-    acquire(s, fp, now, ...))`, made more cheaply (the router uses it when
-    present; `SqliteStore` has one).
+    Two members have defaults, inherited by a store that subclasses `Store`:
+    `grant` (the pacing decision as one `update`; a store may make it more
+    cheaply, as `SqliteStore` does) and `blocking` (whether a transaction may
+    wait on another process, so async callers run it in a worker thread).
     """
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a transaction may wait on a lock another process holds (a file,
+        SQLite, Redis): async callers then run the store's work in a worker thread."""
+        return True
 
     def read(self, now: float) -> State:
         """A snapshot of the state for the month of `now` (a new month reads empty)."""
@@ -102,6 +111,25 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and files."""
         ...
+
+    def grant(
+        self,
+        now: float,
+        fp: str,
+        *,
+        rpm: int | None,
+        window: float,
+        honour_hold: bool,
+        charge: Charge | None = None,
+    ) -> Grant:
+        """The hold, the key's state and a slot in its pacing log, decided in one
+        transaction (see `acquire`); with `charge`, the search counted in advance."""
+        return self.update(
+            now,
+            lambda state: acquire(
+                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+            ),
+        )
 
 
 class TxState(State):

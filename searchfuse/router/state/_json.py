@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
-from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._model import (
     Ring,
     State,
@@ -408,7 +408,7 @@ class _Held:
         self.store._thread_lock.release()
 
 
-class JsonFileStore:
+class JsonFileStore(Store):
     """State in a JSON file shared by every process that points at it.
 
     Every read-modify-write holds `<file>.lock` exclusively (waited for at

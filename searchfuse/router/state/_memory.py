@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._model import State, copied, month_of, rolled, rollover
 
 __all__ = ["MemoryStore"]
@@ -14,7 +14,7 @@ __all__ = ["MemoryStore"]
 T = TypeVar("T")
 
 
-class MemoryStore:
+class MemoryStore(Store):
     """State in this process only: threads and tasks share it, nothing is written."""
 
     #: Its lock is held for dict operations only: safe to use on an event loop.

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
-from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._model import (
     AccountUsage,
     KeyState,
@@ -200,7 +200,7 @@ class _Tx(TxState):
         return 0.0
 
 
-class RedisStore:
+class RedisStore(Store):
     """Router state in Redis, shared by every process on every host using the same URL.
 
     Args:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
-from searchfuse.router.state._base import Changes, TxState
+from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
     CHARGED_ACCOUNT_FIELDS,
@@ -418,7 +418,7 @@ def _meta_counters_bad(row: tuple[Any, ...]) -> bool:
     return not (_positive_int(row[3], zero=True) and _positive_int(row[4], zero=True))
 
 
-class SqliteStore:
+class SqliteStore(Store):
     """Router state in an SQLite file shared by every process on the machine.
 
     `busy_timeout` bounds how long a transaction waits for another
