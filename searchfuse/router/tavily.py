@@ -24,9 +24,20 @@ from typing import Any
 import httpcore
 import httpx
 
-from searchfuse import _answers
 from searchfuse._secrets import redact
 from searchfuse.errors import ConfigError, SearchFailed
+from searchfuse.providers.tavily import (
+    DEFAULT_BASE_URL,
+    DEV_KEY_PREFIX,
+    DEV_RPM,
+    ENDPOINTS,
+    MAX_QUERY_LENGTH,
+    PROD_RPM,
+    RATE_WINDOW,
+    SEARCH_CREDITS,
+    USAGE_CALLS_PER_WINDOW,
+    USAGE_WINDOW,
+)
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -60,25 +71,8 @@ __all__ = [
     "validate_base_url",
 ]
 
-DEFAULT_BASE_URL = "https://api.tavily.com"
 #: Connect fast, allow a search a while: advanced searches take seconds.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-MAX_QUERY_LENGTH = _answers.MAX_QUERY_LENGTH
-#: Credits per search by depth (Tavily: basic 1, advanced 2).
-SEARCH_CREDITS = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
-#: The `POST` endpoints a router sends requests to, all with the same key
-#: selection, reactions and fail-over. Their cost is read from the answer's
-#: `usage.credits` (the router always asks for it).
-ENDPOINTS = ("/search", "/extract", "/crawl", "/map")
-#: Requests per minute per key, as Tavily publishes them: development keys
-#: (`tvly-dev-`) 100, production keys 1000, in any sliding 60-second window.
-DEV_KEY_PREFIX = "tvly-dev-"
-DEV_RPM = 100
-PROD_RPM = 1000
-RATE_WINDOW = 60.0
-#: `/usage` is itself rate-limited: 10 requests per 10 minutes (incident 3).
-USAGE_CALLS_PER_WINDOW = 10
-USAGE_WINDOW = 600.0
 #: The most of a successful answer that is read (20 results with raw content
 #: stay far below it; a 300 MB answer is not Tavily).
 MAX_BODY_BYTES = 16 * 1024 * 1024
