@@ -7,8 +7,10 @@ guard never imports the router (and with it httpx and the Tavily client).
 
 from __future__ import annotations
 
+import enum
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -16,9 +18,12 @@ __all__ = [
     "MAX_QUERY_LENGTH",
     "MAX_WAIT",
     "MIN_RETRY_AFTER",
+    "TRANSIENT_4XX",
+    "Outcome",
     "attribute",
     "clamp_park",
     "clamp_wait",
+    "outcome_of_status",
     "parse_retry_after",
     "query_problem",
     "retry_after_of",
@@ -40,6 +45,52 @@ LONE_SURROGATE = (
 #: (or "0.01") can only mean "under a second"; taken literally it would switch
 #: the router's hold and the guard's fuse off while the server is refusing us.
 MIN_RETRY_AFTER = 1.0
+
+
+class Outcome(enum.StrEnum):
+    """The row of the router's reaction table an upstream answer falls into."""
+
+    OK = "ok"
+    BAD_REQUEST = "bad_request"
+    AUTH = "auth"
+    RATE_LIMITED = "rate_limited"
+    EXHAUSTED = "exhausted"
+    UPSTREAM = "upstream"
+    #: A redirect or a 404/405 from a search: the base URL does not point at
+    #: the provider's API. A configuration problem, not the key's fault.
+    MISCONFIGURED = "misconfigured"
+
+
+#: 4xx answers about the moment, not the request: 408 Request Timeout (the
+#: server gave up waiting for it) and 425 Too Early. Like a 5xx: another key, later.
+TRANSIENT_4XX = frozenset({408, 425})
+
+
+def outcome_of_status(status: int | None, specific: Mapping[int, Outcome] | None = None) -> Outcome:
+    """What an HTTP status means for a key; `None` is a timeout or connection error.
+
+    `specific` holds a provider's own codes (Tavily's 432/433: out of credits),
+    read before the meaning HTTP gives every status.
+    """
+    if status is None:
+        return Outcome.UPSTREAM
+    if specific:
+        own = specific.get(status)
+        if own is not None:
+            return own
+    if 200 <= status < 300:
+        return Outcome.OK
+    if status in (401, 403):
+        return Outcome.AUTH
+    if status == 429:
+        return Outcome.RATE_LIMITED
+    if status >= 500 or status in TRANSIENT_4XX:
+        return Outcome.UPSTREAM
+    if 300 <= status < 400 or status in (404, 405):
+        # An API never redirects a search and always has its search path: the address is wrong.
+        return Outcome.MISCONFIGURED
+    # 400 and every other 4xx: the request is wrong, not the key.
+    return Outcome.BAD_REQUEST
 
 
 #: Delta-seconds as servers send it: ASCII digits, at most one decimal point.

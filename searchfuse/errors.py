@@ -12,6 +12,7 @@ The hierarchy:
     │   └── NoKeyAvailable     no key can serve right now; carries the diagnosis
     └── SearchFailed           the backend answered with an error the caller must see
         ├── BadRequest         400: the request is wrong, not the key
+        ├── ResponseTooLarge   the answer was larger than any search result; it was not read
         └── StoreUnavailable   the state store cannot be reached or stayed locked
     ```
 
@@ -38,6 +39,7 @@ __all__ = [
     "CooldownActive",
     "NoKeyAvailable",
     "RateLimited",
+    "ResponseTooLarge",
     "SearchFailed",
     "SearchFuseError",
     "SearchRefused",
@@ -276,6 +278,19 @@ def _status_text(status: int) -> str:
         return f"{status} {http.HTTPStatus(status).phrase}"
     except ValueError:
         return str(status)
+
+
+class ResponseTooLarge(SearchFailed):
+    """The answer was larger than `limit` bytes, which no search result is; it was
+    not read (a wrong `base_url` is the usual cause)."""
+
+    def __init__(self, status_code: int, limit: int) -> None:
+        super().__init__(
+            f"the answer to this search was larger than {limit // (1024 * 1024)} MB and was "
+            "not read; that is not what Tavily sends (check base_url / TAVILY_BASE_URL)",
+            status_code=status_code,
+            detail="response too large",
+        )
 
 
 class StoreUnavailable(SearchFailed):

@@ -4,8 +4,8 @@ The public names are [`Router`][searchfuse.Router], the config types and the sto
 reaction table lives in `searchfuse.router.policy`.
 """
 
+from searchfuse.router._router import Router
 from searchfuse.router.config import Config, KeyEntry, config_from_env, load_config
-from searchfuse.router.router import Router
 from searchfuse.router.state import JsonFileStore, MemoryStore, Store
 from searchfuse.router.status import KeyStatus, ProbeResult
 

@@ -13,17 +13,24 @@ order and only then names a verdict:
 
 from __future__ import annotations
 
-import calendar
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from searchfuse._format import duration as _secs
 from searchfuse._secrets import redact, redact_tree
-from searchfuse.router.policy import Outcome
+from searchfuse.router._verdict import (
+    BURST_WINDOW,
+    EXHAUSTED_THRESHOLD,
+    Verdict,
+    bursts,
+    figure_text,
+    iso,
+    usage_figures,
+    used_share,
+    verdict,
+)
 from searchfuse.router.selection import Candidate, blocked_reason
-from searchfuse.router.state import KeyUsage
 
 __all__ = [
     "BURST_WINDOW",
@@ -31,32 +38,12 @@ __all__ = [
     "VERDICTS",
     "Diagnosis",
     "Step",
+    "Verdict",
     "diagnose_candidates",
 ]
 
-#: Rate-limit cooldowns that began within this many seconds of each other
-#: mean searches were fired in parallel (incident 1: four keys in six seconds).
-BURST_WINDOW = 6.0
-#: Usage below this share of the limit is never called "exhausted".
-EXHAUSTED_THRESHOLD = 0.8
-VERDICTS = ("healthy", "stale", "cooling", "burst", "auth", "exhausted", "upstream")
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _figure(value: float | None) -> str:
-    return "?" if value is None else f"{value:g}"
-
-
-def _month_end(now: float) -> float:
-    """The first instant of the next month (UTC): when Tavily's monthly quota rolls."""
-    t = time.gmtime(now)
-    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
-    return float(calendar.timegm((year, month, 1, 0, 0, 0)))
+#: Every verdict, in the order of the verification (`Verdict`'s values).
+VERDICTS: tuple[str, ...] = tuple(str(v) for v in Verdict)
 
 
 @dataclass(frozen=True)
@@ -83,7 +70,7 @@ class Diagnosis:
     """
 
     steps: tuple[Step, ...]
-    verdict: str
+    verdict: Verdict
     burst: bool
     advice: str
     retry_after: float | None = None
@@ -122,58 +109,6 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def _pct(used: float | None, limit: float | None) -> float | None:
-    if used is None or limit is None or limit <= 0:
-        return None
-    return 100.0 * used / limit
-
-
-def _usage_figures(c: Candidate) -> dict[str, Any]:
-    usage = c.state.last_usage or KeyUsage()
-    key_used = usage.key_usage
-    if key_used is not None:
-        key_used = key_used + c.state.local_credits
-    key_limit = usage.key_limit
-    plan_used = c.account.plan_usage
-    if plan_used is not None:
-        plan_used = plan_used + c.account.local_credits
-    plan_limit = c.account.plan_limit
-    return {
-        "key_usage": key_used,
-        "key_limit": key_limit,
-        "key_percent": _pct(key_used, key_limit),
-        "plan_usage": plan_used,
-        "plan_limit": plan_limit,
-        "plan_percent": _pct(plan_used, plan_limit),
-    }
-
-
-def _used_share(c: Candidate) -> float | None:
-    """The highest share of a limit this key has used, 0..1+, or None if unknown."""
-    figures = _usage_figures(c)
-    shares = [p / 100.0 for p in (figures["key_percent"], figures["plan_percent"]) if p is not None]
-    return max(shares) if shares else None
-
-
-def _bursts(cands: Sequence[Candidate], now: float) -> list[Candidate]:
-    """The largest group of keys whose rate-limit cooldowns began within BURST_WINDOW."""
-    started = sorted(
-        (
-            c
-            for c in cands
-            if c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED
-        ),
-        key=lambda c: c.state.cooldown_started or c.state.cooldown_until or 0.0,
-    )
-    best: list[Candidate] = []
-    for i, first in enumerate(started):
-        t0 = first.state.cooldown_started or 0.0
-        group = [c for c in started[i:] if (c.state.cooldown_started or 0.0) - t0 <= BURST_WINDOW]
-        if len(group) > len(best):
-            best = group
-    return best if len(best) >= 2 else []
-
-
 def _state_step(cands: Sequence[Candidate], now: float) -> Step:
     evidence = []
     counts: dict[str, int] = {}
@@ -190,13 +125,15 @@ def _state_step(cands: Sequence[Candidate], now: float) -> Step:
             else "available"
         )
         counts[kind] = counts.get(kind, 0) + 1
-        figures = _usage_figures(c)
+        figures = usage_figures(c)
         age = None if ks.last_sync_at is None else now - ks.last_sync_at
         parts = [kind]
         if ks.cooldown_until is not None:
-            parts.append(f"cooldown_until {_iso(ks.cooldown_until)} ({ks.cooldown_reason})")
+            parts.append(f"cooldown_until {iso(ks.cooldown_until)} ({ks.cooldown_reason})")
         if figures["plan_limit"] is not None:
-            parts.append(f"plan {_figure(figures['plan_usage'])}/{_figure(figures['plan_limit'])}")
+            parts.append(
+                f"plan {figure_text(figures['plan_usage'])}/{figure_text(figures['plan_limit'])}"
+            )
         if ks.last_error:
             parts.append(f"last error {ks.last_error!r}")
         parts.append("never synced" if age is None else f"synced {_secs(age)} ago")
@@ -266,8 +203,8 @@ def _quota_step(cands: Sequence[Candidate]) -> Step:
     evidence = []
     notes = []
     for c in cands:
-        figures = _usage_figures(c)
-        share = _used_share(c)
+        figures = usage_figures(c)
+        share = used_share(c)
         if share is None:
             note = "no usage figures yet"
             verdict = "unknown"
@@ -313,7 +250,7 @@ def diagnose_candidates(
     generic key patterns: a key in a stored last error or account never shows raw.
     """
     known = tuple(secrets)
-    burst = _bursts(before, now)
+    burst = bursts(before, now)
     cooldown = _cooldown_step(before, now, burst)
     if hold[0] > 0:
         cooldown = Step(
@@ -331,123 +268,20 @@ def diagnose_candidates(
             "to ask /usage for each key, one at a time; it spends no search credits",
         )
     )
-    verdict, advice, retry_after = _verdict(before, after, now, burst, probe is not None)
-    if hold[0] > 0 and verdict in ("healthy", "stale"):
-        verdict = "burst" if burst else "cooling"
+    found, advice, retry_after = verdict(before, after, now, burst, probe is not None)
+    if hold[0] > 0 and found in (Verdict.HEALTHY, Verdict.STALE):
+        found = Verdict.BURST if burst else Verdict.COOLING
         advice = (
             f"a 429 on {hold[1] or 'a key'} stopped all searches for {_secs(hold[0])} more: "
             "searches came too fast. Wait, then make one search per reply; do not retry earlier."
         )
         retry_after = hold[0]
-    if outage is not None and verdict in ("healthy", "stale"):
-        verdict, advice, retry_after = outage
-    steps.append(Step("verdict", f"{verdict}: {advice}"))
+    if outage is not None and found in (Verdict.HEALTHY, Verdict.STALE):
+        found, advice, retry_after = Verdict(outage[0]), outage[1], outage[2]
+    steps.append(Step("verdict", f"{found}: {advice}"))
     shown = tuple(
         Step(s.name, redact(s.finding, known), redact_tree(s.evidence, known)) for s in steps
     )
     return Diagnosis(
-        shown, verdict, bool(burst), redact(f"Verdict: {verdict}. {advice}", known), retry_after
-    )
-
-
-def _verdict(
-    before: Sequence[Candidate],
-    after: Sequence[Candidate],
-    now: float,
-    burst: list[Candidate],
-    probed: bool,
-) -> tuple[str, str, float | None]:
-    available = [c for c in after if blocked_reason(c, now) is None]
-    blocked_before = [c for c in before if blocked_reason(c, now) is not None]
-    expired = [
-        c for c in before if c.state.cooldown_until is not None and c.state.cooldown_until <= now
-    ]
-    if not after:
-        return "upstream", "no keys are configured; set TAVILY_API_KEYS or config/keys.json.", None
-    if available:
-        refreshed = [
-            c
-            for c in blocked_before
-            if any(a.entry == c.entry and blocked_reason(a, now) is None for a in available)
-        ]
-        if refreshed and probed:
-            return (
-                "stale",
-                f"the state said {len(refreshed)} key(s) could not serve, but /usage answered 200; "
-                f"the state was refreshed and {len(available)} of {len(after)} key(s) can serve "
-                "now. No reset needed.",
-                None,
-            )
-        if expired:
-            return (
-                "stale",
-                f"{len(expired)} cooldown(s) in the state have expired; expired means available. "
-                f"{len(available)} of {len(after)} key(s) can serve now. No reset needed.",
-                None,
-            )
-        return "healthy", f"{len(available)} of {len(after)} key(s) can serve now.", None
-
-    cooling = [c for c in after if c.state.cooling(now)]
-    wait = min((c.state.cooldown_left(now) for c in cooling), default=None)
-    contradicted = [
-        c
-        for c in after
-        if c.state.exhausted
-        and not c.state.cooling(now)
-        and (share := _used_share(c)) is not None
-        and share < EXHAUSTED_THRESHOLD
-    ]
-    if burst:
-        return (
-            "burst",
-            f"{len(burst)} keys were rate-limited (429) within seconds of each other: the caller "
-            "fired searches in parallel. Make one search per reply, or serialise searches with "
-            f"a pause. The first key is available again in {_secs(wait or 0.0)}.",
-            wait,
-        )
-    reasons = {c.state.cooldown_reason for c in cooling}
-    if cooling and reasons <= {Outcome.AUTH}:
-        return (
-            "auth",
-            "every key was rejected (401/403). Check the keys in config/keys.json or the "
-            "environment; keys are retried automatically after the 1 h cooldown, and "
-            "`searchfuse diagnose --probe` re-checks them now.",
-            wait,
-        )
-    if cooling and reasons <= {Outcome.UPSTREAM}:
-        return (
-            "upstream",
-            "Tavily failed for every key it was asked with (5xx, timeout or no connection). "
-            f"This is not a quota problem; try again in {_secs(wait or 0.0)}.",
-            wait,
-        )
-    if cooling:
-        why = ", ".join(sorted(r or "error" for r in reasons))
-        return (
-            "cooling",
-            f"no key can serve for {_secs(wait or 0.0)} more ({why}). Wait, or tell the user "
-            "and ask whether to wait; do not retry earlier.",
-            wait,
-        )
-    if contradicted:
-        return (
-            "stale",
-            f"{len(contradicted)} key(s) are flagged exhausted although their last figures show "
-            f"less than {EXHAUSTED_THRESHOLD:.0%} used; run `searchfuse diagnose --probe` to "
-            "refresh them from /usage.",
-            None,
-        )
-    exhausted = [c for c in after if c.state.exhausted]
-    if exhausted and len(exhausted) + sum(c.state.disabled for c in after) == len(after):
-        until = _iso(_month_end(now))
-        return (
-            "exhausted",
-            f"every key is out of credits until the month rolls ({until}) or /usage shows "
-            "headroom. Add a key or wait; searching again will not help.",
-            None,
-        )
-    return (
-        "upstream",
-        "no key can serve and no cooldown explains it; check the configuration.",
-        None,
+        shown, found, bool(burst), redact(f"Verdict: {found}. {advice}", known), retry_after
     )

@@ -16,12 +16,16 @@ import httpx
 from searchfuse._answers import (
     MAX_PARK,
     MAX_WAIT,
+    TRANSIENT_4XX,
+    Outcome,
     clamp_park,
     clamp_wait,
+    outcome_of_status,
     parse_retry_after,
     retry_after_of,
     status_of,
 )
+from searchfuse.providers.tavily import STATUS as TAVILY_STATUS
 
 __all__ = [
     "AUTH_COOLDOWN",
@@ -46,20 +50,6 @@ DEFAULT_COOLDOWN_MINUTES = 1.0
 #: 401/403 park a key for an hour, never for ever: keys recover (rotation,
 #: account reactivation, monthly rollover) -- incident 7.
 AUTH_COOLDOWN = 3600.0
-
-
-class Outcome(enum.StrEnum):
-    """The row of the reaction table an upstream answer falls into."""
-
-    OK = "ok"
-    BAD_REQUEST = "bad_request"
-    AUTH = "auth"
-    RATE_LIMITED = "rate_limited"
-    EXHAUSTED = "exhausted"
-    UPSTREAM = "upstream"
-    #: A redirect or a 404/405 from `/search`: the base URL does not point at
-    #: Tavily's API. A configuration problem, not the key's fault.
-    MISCONFIGURED = "misconfigured"
 
 
 class Park(enum.StrEnum):
@@ -139,30 +129,9 @@ REACTIONS: dict[Outcome, Reaction] = {
 }
 
 
-#: 4xx answers about the moment, not the request: 408 Request Timeout (the
-#: server gave up waiting for it) and 425 Too Early. Like a 5xx: another key, later.
-TRANSIENT_4XX = frozenset({408, 425})
-
-
 def classify_status(status: int | None) -> Outcome:
-    """The table row for an HTTP status; `None` is a timeout or connection error."""
-    if status is None:
-        return Outcome.UPSTREAM
-    if 200 <= status < 300:
-        return Outcome.OK
-    if status in (401, 403):
-        return Outcome.AUTH
-    if status == 429:
-        return Outcome.RATE_LIMITED
-    if status in (432, 433):
-        return Outcome.EXHAUSTED
-    if status >= 500 or status in TRANSIENT_4XX:
-        return Outcome.UPSTREAM
-    if 300 <= status < 400 or status in (404, 405):
-        # Tavily never redirects and always has /search: the address is wrong.
-        return Outcome.MISCONFIGURED
-    # 400 and every other 4xx: the request is wrong, not the key.
-    return Outcome.BAD_REQUEST
+    """The table row for an HTTP status from Tavily; `None` is a timeout or connection error."""
+    return outcome_of_status(status, TAVILY_STATUS)
 
 
 def classify_exception(exc: BaseException) -> Outcome | None:

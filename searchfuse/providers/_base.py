@@ -1,0 +1,139 @@
+"""The `Provider` protocol: what the router needs to know of a search API, and nothing else.
+
+The router drives a provider; it never branches on a provider's name. A
+provider builds a request from a checked body, reads an answer into an
+outcome of the reaction table (with its Retry-After), normalises a result
+into Tavily's shape, says what a request costs in its own unit, gives each
+key's request rate, and may offer a free probe of a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from searchfuse._answers import Outcome
+
+__all__ = ["Answer", "Classified", "Figures", "Provider", "Rate", "Request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request, without its key: the provider's `headers(key)` add that."""
+
+    method: str
+    path: str
+    #: A JSON body (a `JSONBody` is sent as the text it was encoded to once).
+    body: Mapping[str, Any] | None = None
+    #: Query parameters (for APIs searched with `GET`).
+    params: Mapping[str, str] | None = None
+
+
+class Answer(Protocol):
+    """What a provider reads of an answer: its status, headers and body."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Classified:
+    """An answer reduced to what the reaction table needs."""
+
+    outcome: Outcome
+    #: The HTTP status, `None` for a timeout or a connection error.
+    status: int | None
+    #: The provider's error text, one short line (`""` for a success).
+    detail: str
+    #: Seconds the server asked to wait (parsed and floored, not clamped), or `None`.
+    retry_after: float | None
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A key's request rate: at most `requests` in any `window` seconds."""
+
+    requests: int
+    window: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a free probe tells of a key and its account (`None`: not said)."""
+
+    key_usage: float | None = None
+    key_limit: float | None = None
+    search_usage: float | None = None
+    current_plan: str | None = None
+    plan_usage: float | None = None
+    plan_limit: float | None = None
+    paygo_usage: float | None = None
+    paygo_limit: float | None = None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A search API the router drives (Tavily is the first).
+
+    Attributes:
+        name: the provider's name in configuration (`"tavily"`).
+        title: its name in messages (`"Tavily"`).
+        default_base_url: its public address.
+        base_url_env: the environment variable that overrides the address.
+        endpoints: the paths a router may `POST` to (the first is the search).
+        probe_rate: how often the free probe may be asked per key (`None`: no probe).
+    """
+
+    name: str
+    title: str
+    default_base_url: str
+    base_url_env: str
+    endpoints: tuple[str, ...]
+    probe_rate: Rate | None
+
+    def headers(self, key: str) -> Mapping[str, str]:
+        """The headers that carry `key` (the provider's auth scheme)."""
+        ...
+
+    def check(self, endpoint: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`body` checked and ready to send (a `BadRequest` with `sent=False` for
+        what the provider would refuse); done once, before any key is granted."""
+        ...
+
+    def build(self, endpoint: str, body: Mapping[str, Any]) -> Request:
+        """The request for a checked `body`."""
+        ...
+
+    def classify(self, answer: Answer, now: float) -> Classified:
+        """The reaction-table row for `answer`, with its Retry-After."""
+        ...
+
+    def normalize(self, endpoint: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A successful answer in Tavily's result shape."""
+        ...
+
+    def cost(self, endpoint: str, body: Mapping[str, Any], data: dict[str, Any] | None) -> float:
+        """What the request costs in the provider's unit: expected (`data=None`),
+        or as the answer says (its own figure when plausible)."""
+        ...
+
+    def rate(self, key: str) -> Rate:
+        """The request rate the provider publishes for `key`."""
+        ...
+
+    def probe(self) -> Request | None:
+        """The free request that checks a key (`None`: every request costs)."""
+        ...
+
+    def figures(self, answer: Answer) -> Figures | None:
+        """What a probe's successful answer says of the key (`None`: unreadable)."""
+        ...

@@ -1,0 +1,137 @@
+"""The router's admin calls: status, the key probe, the diagnosis, the start-up warning."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+from searchfuse._sansio import Step
+from searchfuse.errors import CooldownActive
+from searchfuse.router._core import Core, record_probe
+from searchfuse.router._refusals import no_key
+from searchfuse.router._steps import Probe
+from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
+from searchfuse.router.diagnose import Step as DiagnosisStep
+from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
+from searchfuse.router.status import KeyStatus, ProbeResult, key_status
+
+__all__ = ["diagnose_flow", "ensure_available", "probe_flow", "status", "warn_if_degraded"]
+
+log = logging.getLogger("searchfuse.router")
+
+
+def status(core: Core) -> list[KeyStatus]:
+    """One record per key, from one look at the state."""
+    now, cands = core.ledger.snapshot()
+    return [key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets) for c in cands]
+
+
+def ensure_available(core: Core) -> None:
+    """Raise when no key can serve right now; nothing is sent."""
+    ledger = core.ledger
+    now = ledger.now()
+    state = ledger.view(now)
+    left, masked = ledger.hold(state, now)
+    if left > 0:
+        raise CooldownActive(left, cause=f"rate limit (429 on {masked or 'a key'})")
+    if not rank(candidates(ledger.keys, state), now):
+        raise no_key(ledger, core.secrets, {})
+
+
+def _skipped(core: Core) -> str:
+    rate = core.provider.probe_rate
+    probe = core.provider.probe()
+    assert rate is not None and probe is not None
+    return (
+        f"skipped: {core.provider.title} allows {rate.requests} {probe.path} requests per "
+        f"{rate.window / 60:g} minutes per key"
+    )
+
+
+def probe_flow(core: Core) -> Generator[Step, Any, list[ProbeResult]]:
+    """Probe every key, one at a time, within the probe's own limit."""
+    results = []
+    rate = core.provider.probe_rate
+    for entry in core.ledger.keys:
+        if rate is None or not core.ledger.claim_probe(entry, rate.requests, rate.window):
+            results.append(ProbeResult(entry.masked, entry.fingerprint, None, _skipped(core)))
+            continue
+        response = yield Probe(entry)
+        code, _ = record_probe(core, entry, response)
+        if code == 200:
+            note = "ok"
+        elif code is None:
+            note = f"no answer ({type(response).__name__})"
+        else:
+            answer = core.provider.classify(response, core.ledger.now())
+            note = f"{code}: {core.scrub(answer.detail)}"
+        results.append(ProbeResult(entry.masked, entry.fingerprint, code, note))
+    return results
+
+
+def _probe_step(
+    core: Core, now: float, before: list[Candidate]
+) -> Generator[Step, Any, DiagnosisStep]:
+    """The diagnosis's probe step: what each key's probe said against what the state said."""
+    said = {c.entry.fingerprint: blocked_reason(c, now) for c in before}
+    # One key at a time, /usage only: a probe must never spend search credits.
+    results = yield from probe_flow(core)
+    now, probed = core.ledger.snapshot()
+    still = {c.entry.fingerprint: blocked_reason(c, now) for c in probed}
+    evidence: list[dict[str, Any]] = []
+    for result in results:
+        ev: dict[str, Any] = result.to_dict()
+        was, left = said.get(result.fingerprint), still.get(result.fingerprint)
+        if not result.ok:
+            ev["note"] = result.note
+        elif was and not left:
+            ev["note"] = f"/usage 200; the state said {was!r}: stale, refreshed"
+        elif left:
+            # The probe proves the key valid and shows its quota; it says nothing
+            # about the search rate limit or the provider's health, so such a
+            # cooldown is not stale.
+            ev["note"] = f"/usage 200: the key is valid, and still {left}"
+        else:
+            ev["note"] = "/usage 200: the key is valid"
+        evidence.append(ev)
+    ok = sum(1 for ev in evidence if ev.get("ok"))
+    return DiagnosisStep(
+        "probe", f"/usage answered 200 for {ok} of {len(evidence)} key(s)", evidence
+    )
+
+
+def diagnose_flow(core: Core, probe: bool) -> Generator[Step, Any, Diagnosis]:
+    """The diagnosis in verification order (with `probe`, each key probed first)."""
+    now, before = core.ledger.snapshot()
+    probe_step = (yield from _probe_step(core, now, before)) if probe else None
+    now, after = core.ledger.snapshot()
+    return diagnose_candidates(
+        before, after, now, probe_step, core.ledger.hold(), secrets=core.secrets
+    )
+
+
+def warn_if_degraded(core: Core, source: str, missing: str | None) -> None:
+    """Say once, at construction, when this router will not serve as configured."""
+    serving = (
+        f"searches will be served by the fallback {core.fallback_name()}"
+        if core.fallback is not None
+        else "searches will fail with NoKeyAvailable"
+    )
+    title = core.provider.title
+    if not core.ledger.keys:
+        log.warning("no %s keys: %s is missing; %s", title, missing or "the key list", serving)
+        return
+    now, cands = core.ledger.snapshot()
+    if any(blocked_reason(c, now) is None for c in cands):
+        return
+    lasting = [c for c in cands if c.state.disabled or c.state.exhausted]
+    if len(lasting) == len(cands):
+        log.warning(
+            "all %d %s key(s) from %s are disabled or exhausted according to %r; %s",
+            len(cands),
+            title,
+            source,
+            core.ledger.store,
+            serving,
+        )

@@ -1,0 +1,398 @@
+"""The ledger: the only code that reads or writes the router's store.
+
+Every decision that must hold across threads, processes and hosts is one
+store transaction here: the grant (the router-wide hold, the key's state, a
+slot in its pacing window, the search counted in advance), the settlement of
+a served answer, the refund of one that was not, the reaction to a failure
+(the key's park and the hold, written together), and the claims on `/usage`.
+
+The view and its shortcut. Searches pick keys from a *view*: the store's
+state as of the last look, kept up to date from what changed since (one
+indexed query for SQLite, none when nothing changed). The invariant: the
+view may be stale, but nothing is ever sent on it alone, because every send
+is granted by a transaction that reads the rows it decides on. So a burst
+staying on its key may skip even the look when the last grant found the
+store unchanged by anyone else since this router's own writes
+(`Grant.fresh`); every write of this router's own (a reaction, a settlement)
+clears that trust, since the view does not show it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from searchfuse import _telemetry
+from searchfuse._wire import short_text
+from searchfuse.providers._base import Classified, Figures
+from searchfuse.router import policy
+from searchfuse.router._options import (
+    MAX_PENDING,
+    PACE_WINDOW,
+    STICKY_WINDOW,
+    USAGE_CLAIM,
+    RouterOptions,
+)
+from searchfuse.router._view import Chooser
+from searchfuse.router.config import KeyEntry
+from searchfuse.router.policy import Outcome, Park
+from searchfuse.router.selection import Candidate, candidates
+from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
+from searchfuse.router.state._model import KeyState
+
+__all__ = ["Charged", "Ledger", "Pick"]
+
+log = logging.getLogger("searchfuse.router")
+
+
+@dataclass(frozen=True)
+class Charged:
+    """A search counted when it was granted: its expected `credits`, and
+    whether the key already looked as a success leaves it (`clean`)."""
+
+    credits: float
+    clean: bool
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The key to use next, with the state it was chosen from.
+
+    `entry` is `None` when no key can serve; `held` is the router-wide hold
+    (seconds left, masked key that set it) when one runs: then nothing is picked.
+    """
+
+    entry: KeyEntry | None
+    state: State
+    now: float
+    held: tuple[float, str | None] | None = None
+
+
+class Ledger:
+    """Reads and writes of one router's state (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        keys: Sequence[KeyEntry],
+        rpm: Mapping[str, int],
+        options: RouterOptions,
+        scrub: Callable[[str], str],
+    ) -> None:
+        self.store = store
+        self.keys = tuple(keys)
+        self.rpm = rpm
+        self.options = options
+        self.now = options.now
+        self._scrub = scrub
+        self._masked = {e.fingerprint: e.masked for e in self.keys}
+        self._view_lock = threading.RLock()
+        self._chooser = Chooser(self.keys)
+        self._view_state: State | None = None
+        self._view_token: Any = None
+        #: The last grant found the store unchanged by others (see the module docstring).
+        self._trusted = False
+        self._pending: list[Callable[[State], None]] = []
+        self._pending_lock = threading.Lock()
+
+    @property
+    def blocking(self) -> bool:
+        """Whether the store's transactions may wait on another process (see `Store`)."""
+        return self.store.blocking
+
+    def masked(self, fp: str | None) -> str:
+        """The masked key of fingerprint `fp` ("a key" when unknown)."""
+        return self._masked.get(fp or "", "a key")
+
+    # -- the view ---------------------------------------------------------------------
+
+    def view(self, now: float) -> State:
+        """The store's state as of `now`, kept up to date from what changed."""
+        with self._view_lock:
+            return self._refresh(now)
+
+    def _refresh(self, now: float) -> State:
+        """Bring the view and the ranking up to date (hold `_view_lock`)."""
+        changes = self.store.changes(now, self._view_token)
+        state = self._chooser.merge(self._view_state, changes)
+        self._view_state, self._view_token = state, changes.token
+        return state
+
+    def snapshot(self) -> tuple[float, list[Candidate]]:
+        """Now, and every configured key with its records as of now."""
+        now = self.now()
+        return now, candidates(self.keys, self.view(now))
+
+    def hold(
+        self, state: State | None = None, now: float | None = None
+    ) -> tuple[float, str | None]:
+        """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
+        if self.options.on_429 == "failover":
+            return 0.0, None
+        if now is None:
+            now = self.now()
+        if state is None:
+            state = self.view(now)
+        masked = self._masked.get(state.hold_key or "") if state.hold_key else None
+        return state.hold_left(now), masked
+
+    def pick(self, tried: Collection[str]) -> Pick:
+        """The key to use next: the burst's key while it lasts, else the best one."""
+        now = self.now()
+        with self._view_lock:
+            trusted, self._trusted = self._trusted, False
+            sticky = self._chooser.sticky
+            if (
+                trusted
+                and self._view_state is not None
+                and sticky is not None
+                and now - sticky[1] < STICKY_WINDOW
+                and sticky[0] not in tried
+            ):
+                state = self._view_state  # the shortcut: see the module docstring
+            else:
+                state = self._refresh(now)
+            # The hold and the parked key are written in one update, so a thread
+            # that sees the key parked also sees the hold (no walk to the next key).
+            left, masked = self.hold(state, now)
+            if left > 0:
+                return Pick(None, state, now, (left, masked))
+            return Pick(self._chooser.choose(now, tried), state, now)
+
+    def fresh(self, entry: KeyEntry, now: float) -> Candidate:
+        """`entry` with its records as the store holds them now."""
+        return next(c for c in candidates(self.keys, self.view(now)) if c.entry == entry)
+
+    # -- granting, settling, refunding ------------------------------------------------
+
+    def grant(self, entry: KeyEntry, credits: float | None, *, honour_hold: bool = True) -> Grant:
+        """One transaction: the hold, the key's state, a slot in its pacing window and,
+        with `credits`, the search counted in advance (see `settle`)."""
+        now = self.now()
+        fp = entry.fingerprint
+        rpm = self.rpm[fp] if self.options.pace else None
+        honour = honour_hold and self.options.on_429 != "failover"
+        charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
+        result = self.store.grant(
+            now, fp, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
+        )
+        self._trusted = result.verdict == "ok" and result.fresh
+        return result
+
+    def settle(self, entry: KeyEntry, charged: Charged | None, credits: float) -> None:
+        """Record a served answer that cost `credits`.
+
+        A search is counted when it is granted (with its expected price), so
+        the usual success -- the price as expected, on a key whose last answer
+        was already a 200 -- needs no second transaction. Anything else is
+        corrected here; a search that was not served is refunded (`refund`).
+        """
+        fp, account_id, account = entry.fingerprint, entry.account_id, entry.account
+        now = self.now()
+        if charged is None:
+            self._record_served(
+                now, entry, lambda s: s.apply_success(fp, account_id, account, credits, now)
+            )
+        elif not (charged.clean and credits == charged.credits):
+            expected = charged.credits
+            self._record_served(
+                now, entry, lambda s: s.settle(fp, account_id, account, expected, credits)
+            )
+
+    def _record_served(self, now: float, entry: KeyEntry, change: Callable[[State], None]) -> None:
+        """Record what a served answer changed. The provider has served (and charged): a
+        store that fails now must not lose the result, so the change waits for the next write."""
+        self._trusted = False  # the view does not show what this writes
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        pending.append(change)
+        for i, item in enumerate(pending):
+            try:
+                self.store.update(now, item)
+            except Exception as exc:
+                with self._pending_lock:
+                    # Oldest first; a store that stays down must not grow this without end.
+                    self._pending = (pending[i:] + self._pending)[-MAX_PENDING:]
+                log.warning(
+                    "could not record the answer of key %s in %r (%s); the result is "
+                    "returned and the record is retried with the next answer",
+                    entry.masked,
+                    self.store,
+                    self._scrub(short_text(f"{type(exc).__name__}: {exc}")),
+                )
+                return
+
+    def refund(self, entry: KeyEntry, charged: Charged) -> None:
+        """Take back what was counted for a search that was not served."""
+        self.store.update(
+            self.now(),
+            lambda state: state.refund(entry.fingerprint, entry.account_id, charged.credits),
+        )
+
+    # -- reacting to a failure ----------------------------------------------------------
+
+    def react(
+        self,
+        entry: KeyEntry,
+        answer: Classified,
+        *,
+        park: bool = True,
+        refund: Charged | None = None,
+        retry_hold: float = 0.0,
+    ) -> float:
+        """Apply the reaction table row for `answer` to `entry`; returns the cooldown set.
+
+        `refund`: the search was counted when granted, and was not served.
+        `retry_hold` (with `park=False`, for `on_429="retry"`): hold the router for
+        that long unless a hold already runs; returns `retry_hold` if this call
+        took the hold (it retries for the burst), else 0.0.
+        """
+        self._trusted = False  # the view does not show what this writes
+        now = self.now()
+        reaction = policy.REACTIONS[answer.outcome]
+        seconds = reaction.park_seconds(answer.retry_after, self.options.cooldown_seconds)
+        label = f"{answer.status}" if answer.status is not None else "no answer"
+        error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
+        hold = reaction.holds_router and self.options.on_429 != "failover"
+
+        def change(state: State) -> float:
+            # The park and the hold are one transaction: a process that sees the
+            # key parked also sees the hold, and refuses without a request.
+            if refund is not None:
+                state.refund(entry.fingerprint, entry.account_id, refund.credits)
+            ks = state.key(entry.fingerprint)
+            ks.account = entry.account
+            ks.last_status = answer.status
+            if not reaction.penalises_key:
+                return 0.0
+            ks.note_error(now, answer.status, error)
+            parked = seconds if park else 0.0
+            return _park(
+                state, ks, entry, reaction.park, str(answer.outcome), now, parked, hold, retry_hold
+            )
+
+        took = self.store.update(now, change)
+        if answer.status == 429:
+            _telemetry.rate_limited(entry.masked)
+        if reaction.penalises_key:
+            log.warning(
+                "key %s: %s (%s)%s",
+                entry.masked,
+                answer.outcome,
+                error,
+                f"; cooling down {seconds:g} s" if park and seconds else "",
+            )
+        return took if retry_hold > 0 else seconds
+
+    # -- usage figures -----------------------------------------------------------------
+
+    def sync_due(self, entry: KeyEntry, state: State, now: float) -> bool:
+        """True if the key's figures are missing or stale (the probe's own limit is
+        checked when the call is claimed)."""
+        ks = state.keys.get(entry.fingerprint)
+        if ks is None:
+            return True
+        if ks.last_sync_at is not None and now - ks.last_sync_at < self.options.sync_interval:
+            return False
+        return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
+
+    def claim_probe(self, entry: KeyEntry, limit: int, window: float) -> bool:
+        """Count a probe against its limit (`limit` per `window` seconds) before making
+        it; False if over.
+
+        The probe is claimed for `USAGE_CLAIM` seconds: the other searches of a burst
+        (threads, tasks, processes) do not start a sync of the same key meanwhile.
+        """
+        now = self.now()
+
+        def change(state: State) -> bool:
+            ks = state.key(entry.fingerprint)
+            if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
+                return False
+            if state.take(f"usage:{entry.fingerprint}", limit, window, now) > 0:
+                return False
+            ks.usage_blocked_until = now + USAGE_CLAIM
+            return True
+
+        return self.store.update(now, change)
+
+    def record_figures(self, entry: KeyEntry, usage: Figures) -> None:
+        """Store what a probe said of the key and its account (shared by its account's keys)."""
+        now = self.now()
+        same_account = [e.fingerprint for e in self.keys if e.account_id == entry.account_id]
+        key_figures = KeyUsage(usage.key_usage, usage.key_limit, usage.search_usage)
+        plan = AccountUsage(
+            current_plan=usage.current_plan,
+            plan_usage=usage.plan_usage,
+            plan_limit=usage.plan_limit,
+            paygo_usage=usage.paygo_usage,
+            paygo_limit=usage.paygo_limit,
+        )
+
+        def store_usage(state: State) -> None:
+            state.apply_usage(
+                entry.fingerprint,
+                entry.account_id,
+                entry.account,
+                key_figures,
+                plan,
+                same_account,
+                now,
+                auth_reason=Outcome.AUTH,
+            )
+
+        self.store.update(now, store_usage)
+
+    def block_probe(self, entry: KeyEntry, until: float) -> None:
+        """No probe of `entry` before `until` (the probe itself was rate-limited)."""
+
+        def block(state: State) -> None:
+            state.key(entry.fingerprint).usage_blocked_until = until
+
+        self.store.update(self.now(), block)
+
+    # -- the rest ------------------------------------------------------------------------
+
+    def rate_limited(self) -> bool:
+        """Whether any key is cooling after a 429 (then a fallback must not serve)."""
+        now, cands = self.snapshot()
+        return any(
+            c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED for c in cands
+        )
+
+    def clear(self) -> None:
+        """Forget all key state: cooldowns, usage figures, counters."""
+        self.store.clear(self.now())
+
+    def shared_cache(self, ttl: float, maxsize: int) -> MutableMapping[Hashable, Any]:
+        """A TTL cache kept in the store, expiring on the router's clock."""
+        from searchfuse.router.shared_cache import SharedCache
+
+        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)
+
+
+def _park(
+    state: State,
+    ks: KeyState,
+    entry: KeyEntry,
+    kind: Park,
+    reason: str,
+    now: float,
+    seconds: float,
+    hold: bool,
+    retry_hold: float,
+) -> float:
+    """Park `ks` as the reaction says (inside the reaction's transaction)."""
+    if kind is Park.EXHAUSTED:
+        ks.exhausted = True
+    elif seconds > 0:
+        ks.park(now, seconds, reason)
+        if hold:
+            state.hold(entry.fingerprint, now + seconds)
+    elif retry_hold > 0 and state.hold_left(now) <= 0:
+        state.hold(entry.fingerprint, now + retry_hold)
+        return retry_hold
+    return 0.0
