@@ -216,22 +216,51 @@ class NoKeyAvailable(SearchRefused):
         self.reasons = dict(reasons or {})
         self.diagnosis = diagnosis
         self.timed_out = timed_out
+        found = getattr(diagnosis, "verdict", None)
+        verdict = None if found is None else str(found)
+        if verdict in _LASTING:
+            # Waiting does not fix these: no wait is offered.
+            retry_after = None
         if message is None:
             # The model gets a short refusal; the per-key reasons and the
             # diagnosis (file paths, CLI commands) are for people: `reasons`,
             # `diagnosis`, and the guard's log.
-            message = "Search refused: no API key can serve right now."
+            message = "Search refused: " + (
+                _LASTING.get(verdict or "") or "no API key can serve right now."
+            )
             if retry_after is not None:
                 message += (
                     f" Web search is available again in {_duration(retry_after)}; "
                     "do not retry now. Tell the user and ask whether to wait."
                 )
-            else:
+            elif verdict not in _LASTING:
                 message += (
                     " Do not retry. Answer from what you already have or from local data, "
                     "and tell the user that web search is unavailable."
                 )
         super().__init__(message, retry_after=retry_after)
+
+
+#: What the model is told when no key can serve for a reason time does not cure.
+_LASTING = {
+    "auth": (
+        "the search service rejected every API key, so no search can be sent. "
+        "Waiting will not fix this and retrying will not either. Answer from what you "
+        "already have or from local data, and tell the user that a person must check "
+        "the search API keys."
+    ),
+    "config": (
+        "no search API key is enabled in the configuration, so no search can be sent. "
+        "Retrying will not help. Answer from what you already have or from local data, "
+        "and tell the user that a person must add or enable a search key (every key is "
+        "disabled or none is configured)."
+    ),
+    "exhausted": (
+        "every search API key is out of credits, so no search can be sent. Searching "
+        "again will not help. Answer from what you already have or from local data, and "
+        "tell the user that the search credits are used up."
+    ),
+}
 
 
 class SearchFailed(SearchFuseError):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Generator
 from typing import Any
 
+from searchfuse._format import duration
 from searchfuse._sansio import Step
 from searchfuse.errors import CooldownActive
 from searchfuse.router._core import Core, record_probe
@@ -22,9 +24,22 @@ log = logging.getLogger("searchfuse.router")
 
 
 def status(core: Core) -> list[KeyStatus]:
-    """One record per key, from one look at the state."""
-    now, cands = core.ledger.snapshot()
-    return [key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets) for c in cands]
+    """One record per key, from one look at the state. While the router-wide hold
+    runs, a key that could otherwise serve is `"held"`: no search is sent with it."""
+    ledger = core.ledger
+    now = ledger.now()
+    state = ledger.view(now)
+    left, masked = ledger.hold(state, now)
+    held = f"held for {duration(left)}: every search waits after a 429 on {masked or 'a key'}"
+    out = []
+    for c in candidates(ledger.keys, state):
+        record = key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets)
+        if left > 0 and record.state == "available":
+            record = dataclasses.replace(
+                record, state="held", blocked_reason=held, cooldown_left=left
+            )
+        out.append(record)
+    return out
 
 
 def ensure_available(core: Core) -> None:
@@ -39,13 +54,21 @@ def ensure_available(core: Core) -> None:
         raise no_key(ledger, core.secrets, {})
 
 
-def _skipped(core: Core) -> str:
-    rate = core.provider.probe_rate
-    probe = core.provider.probe()
-    assert rate is not None and probe is not None
+def _skipped(core: Core, why: tuple[str, float] | None) -> str:
+    """Why a key's probe was not made, truthfully."""
+    rate, probe = core.provider.probe_rate, core.provider.probe()
+    if rate is None or probe is None or why is None:
+        return f"not probed: {core.provider.title} has no free probe (a probe costs a search)"
+    kind, seconds = why
+    again = f"the next is possible in {duration(seconds)}"
+    if kind == "limit":
+        return (
+            f"skipped: {rate.requests} {probe.path} requests in the last "
+            f"{rate.window / 60:g} minutes ({core.provider.title}'s limit per key); {again}"
+        )
     return (
-        f"skipped: {core.provider.title} allows {rate.requests} {probe.path} requests per "
-        f"{rate.window / 60:g} minutes per key"
+        f"skipped: {probe.path} for this key is paused (a request still out, or "
+        f"{core.provider.title} answered 429 to it); {again}"
     )
 
 
@@ -54,8 +77,9 @@ def probe_flow(core: Core) -> Generator[Step, Any, list[ProbeResult]]:
     results = []
     rate = core.provider.probe_rate
     for entry in core.ledger.keys:
-        if rate is None or not core.ledger.claim_probe(entry, rate.requests, rate.window):
-            results.append(ProbeResult(entry.masked, entry.fingerprint, None, _skipped(core)))
+        why = None if rate is None else core.ledger.claim_probe(entry, rate.requests, rate.window)
+        if rate is None or why is not None:
+            results.append(ProbeResult(entry.masked, entry.fingerprint, None, _skipped(core, why)))
             continue
         response = yield Probe(entry)
         code, _ = record_probe(core, entry, response)

@@ -148,10 +148,10 @@ def _sync(
     if not ledger.sync_due(entry, state, now):
         return True
     state = ledger.view(now)  # the figures may be newer than the pick's view
-    if not ledger.sync_due(entry, state, now) or not ledger.claim_probe(
-        entry, rate.requests, rate.window
-    ):
+    if not ledger.sync_due(entry, state, now):
         return True
+    if ledger.claim_probe(entry, rate.requests, rate.window) is not None:
+        return True  # another search of the burst syncs it, or the probe's limit is used
     call.synced = True
     status, outcome = record_probe(core, entry, (yield Probe(entry)))
     if outcome is Outcome.AUTH or outcome is Outcome.EXHAUSTED:

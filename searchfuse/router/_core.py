@@ -89,8 +89,9 @@ def record_probe(core: Core, entry: KeyEntry, result: Any) -> tuple[int | None, 
         wait = answer.retry_after if answer.retry_after is not None else fallback
         ledger.block_probe(entry, now + policy.clamp_park(wait))
     elif answer.outcome in (Outcome.AUTH, Outcome.EXHAUSTED):
-        ledger.react(entry, replace(answer, retry_after=None))
+        ledger.react(entry, replace(answer, retry_after=None), probe=True)
     else:
-        # 5xx, 404, a redirect: the probe failing says nothing about the key.
+        # 5xx, 404, a redirect: the probe failing says nothing about the key; its claim
+        # stays, so the rest of a burst does not ask a failing probe again.
         log.info("usage sync for %s answered %s; searching without it", entry.masked, status)
     return status, answer.outcome

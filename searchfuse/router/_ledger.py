@@ -36,14 +36,14 @@ from searchfuse.router._options import (
     USAGE_CLAIM,
     RouterOptions,
 )
-from searchfuse.router._view import Chooser
+from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome, Park
 from searchfuse.router.selection import Candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
 from searchfuse.router.state._model import KeyState
 
-__all__ = ["Charged", "Ledger", "Pick"]
+__all__ = ["Charged", "Ledger"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -55,20 +55,6 @@ class Charged:
 
     credits: float
     clean: bool
-
-
-@dataclass(frozen=True)
-class Pick:
-    """The key to use next, with the state it was chosen from.
-
-    `entry` is `None` when no key can serve; `held` is the router-wide hold
-    (seconds left, masked key that set it) when one runs: then nothing is picked.
-    """
-
-    entry: KeyEntry | None
-    state: State
-    now: float
-    held: tuple[float, str | None] | None = None
 
 
 class Ledger:
@@ -100,7 +86,7 @@ class Ledger:
 
     @property
     def blocking(self) -> bool:
-        """Whether the store's transactions may wait on another process (see `Store`)."""
+        """Whether the store may wait on another process (see `Store`)."""
         return self.store.blocking
 
     def masked(self, fp: str | None) -> str:
@@ -163,7 +149,7 @@ class Ledger:
             return Pick(self._chooser.choose(now, tried), state, now)
 
     def fresh(self, entry: KeyEntry, now: float) -> Candidate:
-        """`entry` with its records as the store holds them now."""
+        """`entry` with its records as of now."""
         return next(c for c in candidates(self.keys, self.view(now)) if c.entry == entry)
 
     # -- granting, settling, refunding ------------------------------------------------
@@ -242,13 +228,15 @@ class Ledger:
         park: bool = True,
         refund: Charged | None = None,
         retry_hold: float = 0.0,
+        probe: bool = False,
     ) -> float:
         """Apply the reaction table row for `answer` to `entry`; returns the cooldown set.
 
         `refund`: the search was counted when granted, and was not served.
         `retry_hold` (with `park=False`, for `on_429="retry"`): hold the router for
         that long unless a hold already runs; returns `retry_hold` if this call
-        took the hold (it retries for the burst), else 0.0.
+        took the hold (it retries for the burst), else 0.0. `probe`: the answer is a
+        probe's, which ends its claim (see `claim_probe`).
         """
         self._trusted = False  # the view does not show what this writes
         now = self.now()
@@ -266,6 +254,8 @@ class Ledger:
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
+            if probe:
+                ks.usage_blocked_until = None
             if not reaction.penalises_key:
                 return 0.0
             ks.note_error(now, answer.status, error)
@@ -299,23 +289,26 @@ class Ledger:
             return False
         return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
 
-    def claim_probe(self, entry: KeyEntry, limit: int, window: float) -> bool:
+    def claim_probe(self, entry: KeyEntry, limit: int, window: float) -> tuple[str, float] | None:
         """Count a probe against its limit (`limit` per `window` seconds) before making
-        it; False if over.
+        it. `None` when claimed; else why not and for how long: `("paused", s)` (a probe
+        still out, or the probe's own 429) or `("limit", s)` (the window is full).
 
-        The probe is claimed for `USAGE_CLAIM` seconds: the other searches of a burst
-        (threads, tasks, processes) do not start a sync of the same key meanwhile.
+        The probe is claimed for `USAGE_CLAIM` seconds, or until an answer about the
+        key (figures, 401/403, out of credits) is recorded: the other searches of a
+        burst (threads, tasks, processes) do not start a sync of the same key meanwhile.
         """
         now = self.now()
 
-        def change(state: State) -> bool:
+        def change(state: State) -> tuple[str, float] | None:
             ks = state.key(entry.fingerprint)
             if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
-                return False
-            if state.take(f"usage:{entry.fingerprint}", limit, window, now) > 0:
-                return False
+                return "paused", ks.usage_blocked_until - now
+            wait = state.take(f"usage:{entry.fingerprint}", limit, window, now)
+            if wait > 0:
+                return "limit", wait
             ks.usage_blocked_until = now + USAGE_CLAIM
-            return True
+            return None
 
         return self.store.update(now, change)
 
@@ -348,11 +341,8 @@ class Ledger:
 
     def block_probe(self, entry: KeyEntry, until: float) -> None:
         """No probe of `entry` before `until` (the probe itself was rate-limited)."""
-
-        def block(state: State) -> None:
-            state.key(entry.fingerprint).usage_blocked_until = until
-
-        self.store.update(self.now(), block)
+        fp = entry.fingerprint
+        self.store.update(self.now(), lambda s: setattr(s.key(fp), "usage_blocked_until", until))
 
     # -- the rest ------------------------------------------------------------------------
 

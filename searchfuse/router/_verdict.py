@@ -47,6 +47,8 @@ class Verdict(enum.StrEnum):
     AUTH = "auth"
     EXHAUSTED = "exhausted"
     UPSTREAM = "upstream"
+    #: No key is configured, or every key is disabled: the configuration, not the provider.
+    CONFIG = "config"
 
 
 Found = tuple[Verdict, str, float | None]
@@ -134,7 +136,7 @@ def verdict(
     """The verdict, the advice for it, and when to try again (`None`: not a matter of time)."""
     if not after:
         return (
-            Verdict.UPSTREAM,
+            Verdict.CONFIG,
             "no keys are configured; set TAVILY_API_KEYS or config/keys.json.",
             None,
         )
@@ -242,6 +244,20 @@ def _lasting(after: Sequence[Candidate], now: float) -> Found:
             Verdict.EXHAUSTED,
             f"every key is out of credits until the month rolls ({until}) or /usage shows "
             "headroom. Add a key or wait; searching again will not help.",
+            None,
+        )
+    if all(c.state.disabled for c in after):
+        in_config = sum(c.entry.disabled for c in after)
+        where = (
+            "in the keys file (keys[].disabled)"
+            if in_config == len(after)
+            else "in the keys file or by a leftover in the state (`searchfuse test-keys` "
+            "clears a leftover)"
+        )
+        return (
+            Verdict.CONFIG,
+            f"every key is disabled {where}: nothing is sent. Enable a key or add one; "
+            "waiting will not help.",
             None,
         )
     return (

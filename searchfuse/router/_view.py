@@ -10,13 +10,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from searchfuse.router._options import STICKY_WINDOW
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.selection import Ranking
 from searchfuse.router.state import Changes, State
 
-__all__ = ["Chooser"]
+__all__ = ["Chooser", "Pick"]
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The key to use next, with the state it was chosen from.
+
+    `entry` is `None` when no key can serve; `held` is the router-wide hold
+    (seconds left, masked key that set it) when one runs: then nothing is picked.
+    """
+
+    entry: KeyEntry | None
+    state: State
+    now: float
+    held: tuple[float, str | None] | None = None
 
 
 class Chooser:

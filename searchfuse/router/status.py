@@ -27,7 +27,8 @@ class KeyStatus:
     fingerprint: str
     account: str | None
     notes: str
-    #: `"available"`, `"cooling"`, `"exhausted"` or `"disabled"`.
+    #: `"available"`, `"cooling"`, `"exhausted"`, `"disabled"`, or `"held"` (a key that
+    #: could serve while the router-wide 429 hold runs: nothing is sent with it).
     state: str
     blocked_reason: str | None
     key_usage: float | None
