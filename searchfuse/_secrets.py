@@ -11,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
-__all__ = ["fingerprint", "mask", "redact", "redact_tree"]
+__all__ = ["KnownKeys", "fingerprint", "known_keys", "mask", "redact", "redact_tree"]
 
 # Tavily keys look like `tvly-dev-<random>` or `tvly-<random>`: the word
 # segments in front are not secret and help a person tell keys apart.
 _PREFIX = re.compile(r"^((?:[a-z]{2,6}-){1,2})")
 _TAVILY_LIKE = re.compile(r"tvly-[A-Za-z0-9_-]{8,}")
+_KEY_RUN = re.compile(r"[^\s\"',]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}")
 
 
@@ -40,18 +42,73 @@ def mask(key: str) -> str:
     return f"{prefix}…{rest[-4:]}"
 
 
+class KnownKeys(tuple[str, ...]):
+    """The configured keys, with what finds them in a text built once.
+
+    A tuple of the keys (it iterates, compares and hashes as one). Redacting
+    with a `KnownKeys` costs the length of the text, not the number of keys:
+    a status table of 10,000 keys redacts each key's texts without looking
+    at every other key each time.
+    """
+
+    @cached_property
+    def _lengths(self) -> tuple[int, ...]:
+        return tuple(sorted({len(key) for key in self if key}, reverse=True))
+
+    @cached_property
+    def _set(self) -> frozenset[str]:
+        return frozenset(key for key in self if key)
+
+    @cached_property
+    def _runs(self) -> re.Pattern[str]:
+        """Runs of characters keys are made of, long enough to hold the shortest key."""
+        shortest = self._lengths[-1] if self._lengths else 1
+        if all(_KEY_RUN.fullmatch(key) for key in self._set):
+            return re.compile(rf"[^\s\"',]{{{shortest},}}")
+        return re.compile(rf"(?s).{{{shortest},}}")  # a key with a space or a quote: all of it
+
+    def mask_in(self, text: str) -> str:
+        """`text` with every occurrence of one of these keys masked (longest first)."""
+        if not self._set:
+            return text
+        # A key lies inside one run of key characters; most texts hold no run that long.
+        return self._runs.sub(lambda run: self._mask_run(run.group(0)), text)
+
+    def _mask_run(self, run: str) -> str:
+        known, lengths = self._set, self._lengths
+        out: list[str] = []
+        i = start = 0
+        last = len(run) - lengths[-1]
+        while i <= last:
+            for length in lengths:
+                if run[i : i + length] in known:
+                    out.append(run[start:i])
+                    out.append(mask(run[i : i + length]))
+                    i = start = i + length
+                    break
+            else:
+                i += 1
+        if not out:
+            return run
+        out.append(run[start:])
+        return "".join(out)
+
+
+def known_keys(keys: Iterable[str]) -> KnownKeys:
+    """`keys` as [`KnownKeys`][searchfuse._secrets.KnownKeys] (the same object if it is one)."""
+    return keys if isinstance(keys, KnownKeys) else KnownKeys(keys)
+
+
 def redact(text: str, keys: Iterable[str]) -> str:
     """`text` with every occurrence of a known key replaced by its masked form.
 
     Also removes anything that looks like a bearer token, so an upstream error
-    body that echoes a key we do not know cannot leak it either.
+    body that echoes a key we do not know cannot leak it either. Pass a
+    `KnownKeys` when redacting many texts with many keys.
     """
-    known = sorted({key for key in keys if key}, key=len, reverse=True)
-    if known:
-        # One pass, longest key first: when one key is a prefix of another,
-        # masking the shorter one first would leave the longer one's tail raw.
-        pattern = re.compile("|".join(re.escape(key) for key in known))
-        text = pattern.sub(lambda m: mask(m.group(0)), text)
+    # Longest key first at each position: when one key is a prefix of another,
+    # masking the shorter one first would leave the longer one's tail raw.
+    text = known_keys(keys).mask_in(text)
     text = _TAVILY_LIKE.sub(lambda m: mask(m.group(0)), text)
     return _BEARER.sub(r"\1[redacted]", text)
 
@@ -62,7 +119,7 @@ def redact_tree(value: Any, keys: Iterable[str]) -> Any:
     For whatever searchfuse shows that came from a keys file, a state store or
     a server: an account name, notes, a last error, a diagnosis's evidence.
     """
-    known = tuple(keys)
+    known = known_keys(keys)
     if isinstance(value, str):
         return redact(value, known)
     if isinstance(value, dict):

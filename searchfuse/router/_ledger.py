@@ -39,7 +39,7 @@ from searchfuse.router._options import (
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome, Park
-from searchfuse.router.selection import Candidate, candidates
+from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
 from searchfuse.router.state._model import KeyState
 
@@ -150,7 +150,7 @@ class Ledger:
 
     def fresh(self, entry: KeyEntry, now: float) -> Candidate:
         """`entry` with its records as of now."""
-        return next(c for c in candidates(self.keys, self.view(now)) if c.entry == entry)
+        return candidate(entry, self.view(now))
 
     # -- granting, settling, refunding ------------------------------------------------
 

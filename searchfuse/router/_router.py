@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from searchfuse import _telemetry
-from searchfuse._secrets import redact
+from searchfuse._secrets import KnownKeys, redact
 from searchfuse.errors import ConfigError
 from searchfuse.providers.tavily import TAVILY, resolve_base_url
 from searchfuse.router import _admin, _deadline
@@ -164,7 +164,7 @@ class Router:
             transport=transport,
             async_transport=async_transport,
         )
-        self._secrets = secrets = tuple(entry.key for entry in self.config.keys)
+        self._secrets = secrets = KnownKeys(entry.key for entry in self.config.keys)
         ledger = Ledger(open_store(state), self.config.keys, self._rpm, options, self._scrub)
         breaker = Breaker(breaker_threshold)
         self._core = Core(

@@ -107,23 +107,29 @@ def used_share(c: Candidate) -> float | None:
     return max(shares) if shares else None
 
 
+def _started(c: Candidate) -> float:
+    return c.state.cooldown_started or c.state.cooldown_until or 0.0
+
+
 def bursts(cands: Sequence[Candidate], now: float) -> list[Candidate]:
-    """The largest group of keys whose rate-limit cooldowns began within BURST_WINDOW."""
+    """The largest group of keys whose rate-limit cooldowns began within BURST_WINDOW
+    (one pass over the keys sorted by when their cooldown began)."""
     started = sorted(
         (
             c
             for c in cands
             if c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED
         ),
-        key=lambda c: c.state.cooldown_started or c.state.cooldown_until or 0.0,
+        key=_started,
     )
-    best: list[Candidate] = []
-    for i, first in enumerate(started):
-        t0 = first.state.cooldown_started or 0.0
-        group = [c for c in started[i:] if (c.state.cooldown_started or 0.0) - t0 <= BURST_WINDOW]
-        if len(group) > len(best):
-            best = group
-    return best if len(best) >= 2 else []
+    times = [_started(c) for c in started]
+    best, size, end = 0, 0, 0
+    for first, t0 in enumerate(times):
+        while end < len(times) and times[end] - t0 <= BURST_WINDOW:
+            end += 1
+        if end - first > size:
+            best, size = first, end - first
+    return started[best : best + size] if size >= 2 else []
 
 
 def verdict(
@@ -170,11 +176,8 @@ def _serving(
     expired = [
         c for c in before if c.state.cooldown_until is not None and c.state.cooldown_until <= now
     ]
-    refreshed = [
-        c
-        for c in blocked_before
-        if any(a.entry == c.entry and blocked_reason(a, now) is None for a in available)
-    ]
+    serving = {a.entry.fingerprint for a in available}
+    refreshed = [c for c in blocked_before if c.entry.fingerprint in serving]
     if refreshed and probed:
         return (
             Verdict.STALE,

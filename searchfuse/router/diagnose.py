@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchfuse._format import duration as _secs
-from searchfuse._secrets import redact, redact_tree
+from searchfuse._secrets import known_keys, redact, redact_tree
 from searchfuse.router._verdict import (
     BURST_WINDOW,
     EXHAUSTED_THRESHOLD,
@@ -249,7 +249,7 @@ def diagnose_candidates(
     Every text in it is redacted with `secrets` (the configured keys) and the
     generic key patterns: a key in a stored last error or account never shows raw.
     """
-    known = tuple(secrets)
+    known = known_keys(secrets)
     burst = bursts(before, now)
     cooldown = _cooldown_step(before, now, burst)
     if hold[0] > 0:

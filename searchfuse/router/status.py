@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from searchfuse._secrets import redact
+from searchfuse._secrets import known_keys, redact
 from searchfuse.router.selection import Candidate
 from searchfuse.router.state import KeyUsage
 
@@ -78,7 +78,7 @@ def key_status(
     Its texts are redacted with `secrets` (the configured keys) and the
     generic key patterns: a key pasted into `notes` never shows raw.
     """
-    known = tuple(secrets)
+    known = known_keys(secrets)
 
     def text(value: str | None) -> str | None:
         return None if value is None else redact(value, known)
