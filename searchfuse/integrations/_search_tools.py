@@ -34,7 +34,7 @@ __all__ = [
 
 # The MCP server's contract, as `_tavily_tool` states it. Restated here because that
 # module builds its parameters with pydantic, which smolagents does not install;
-# tests/integrations/test_search_tools.py keeps the two equal.
+# the tests of both integrations check that the two stay equal.
 TAVILY_SEARCH_NAME = "tavily_search"
 TAVILY_SEARCH_DESCRIPTION = (
     "Search the web with Tavily. Returns the top results (title, URL, content, score) "
