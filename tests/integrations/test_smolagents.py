@@ -207,10 +207,10 @@ def test_a_bad_argument_costs_no_search_and_is_the_models_to_fix(
 
 def test_a_managed_agents_steps_are_its_own_turns(fake_tavily: FakeTavily, router: Router) -> None:
     search = WebSearchTool(router)
-    helper_model = ScriptedModel([["rust 2024"], "Rust 2024 is out."])
-    helper = ToolCallingAgent(
+    researcher_model = ScriptedModel([["rust 2024"], "Rust 2024 is out."])
+    researcher = ToolCallingAgent(
         tools=[search],
-        model=helper_model,
+        model=researcher_model,
         name="researcher",
         description="Searches the web for one question.",
         verbosity_level=-1,
@@ -224,11 +224,13 @@ def test_a_managed_agents_steps_are_its_own_turns(fake_tavily: FakeTavily, route
             code("final_answer('Done.')"),
         ]
     )
-    boss = CodeAgent(tools=[search], model=boss_model, managed_agents=[helper], verbosity_level=-1)
+    boss = CodeAgent(
+        tools=[search], model=boss_model, managed_agents=[researcher], verbosity_level=-1
+    )
 
     boss.run("What is new?")
 
-    # The boss's action searched once; the helper's step, a turn of its own, searched too.
+    # The boss's action searched once; the researcher's step, a turn of its own, searched too.
     assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024"]
 
 
