@@ -25,6 +25,9 @@ RUNS = {
     "mcp": ("mcp_agent.py",),
     "openai-agents": ("openai_agents_agent.py",),
     "openai-agents --stream": ("openai_agents_agent.py", "--stream"),
+    "pydantic-ai": ("pydantic_ai_agent.py",),
+    "smolagents": ("smolagents_agent.py",),
+    "smolagents --code": ("smolagents_agent.py", "--code"),
 }
 ONE_PER_REPLY = TurnLimitReached(1).message
 
@@ -73,6 +76,9 @@ REFUSED_IN_COOLDOWN = {
     "mcp": 2,
     "openai-agents": 2,
     "openai-agents --stream": 2,
+    "pydantic-ai": 2,
+    "smolagents": 2,
+    "smolagents --code": 2,
 }
 
 

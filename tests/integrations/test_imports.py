@@ -8,7 +8,18 @@ import sys
 # Top-level modules of the frameworks: LangChain's, LangGraph's, and the ones
 # hermes-agent installs (it puts generic names such as ``agent`` and ``tools``
 # at the top of site-packages).
-FRAMEWORK_PREFIXES = ("langchain", "langgraph", "hermes", "mcp", "agents", "openai", "tavily")
+FRAMEWORK_PREFIXES = (
+    "langchain",
+    "langgraph",
+    "hermes",
+    "mcp",
+    "agents",
+    "openai",
+    "tavily",
+    "pydantic_ai",
+    "smolagents",
+    "huggingface_hub",
+)
 HERMES_MODULES = frozenset(
     {"agent", "tools", "plugins", "run_agent", "model_tools", "toolsets", "gateway", "cron"}
 )
@@ -45,7 +56,14 @@ def test_importing_searchfuse_imports_no_framework() -> None:
 def test_the_integrations_do_import_their_frameworks() -> None:
     # The check above would pass vacuously if the module names were wrong.
     modules = modules_after(
-        "import searchfuse.integrations.langchain, searchfuse.integrations.hermes"
+        "import searchfuse.integrations.langchain, searchfuse.integrations.hermes, "
+        "searchfuse.integrations.pydantic_ai, searchfuse.integrations.smolagents"
     )
 
-    assert {"langchain_core", "langgraph", "agent.web_search_provider"} <= set(modules)
+    assert {
+        "langchain_core",
+        "langgraph",
+        "agent.web_search_provider",
+        "pydantic_ai",
+        "smolagents",
+    } <= set(modules)
