@@ -20,6 +20,7 @@ import errno
 import hmac
 import ipaddress
 import math
+import signal
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -231,15 +232,37 @@ def _config(app: Any, host: str, port: int, shutdown_timeout: float) -> uvicorn.
     )
 
 
+def _server(config: uvicorn.Config) -> uvicorn.Server:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises SIGTERM after its graceful stop, so the process would die
+            # by the signal; a stop that was asked for and went well exits 0 instead.
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(config)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def run(app: Any, host: str, port: int, *, shutdown_timeout: float) -> None:
     """Serve `app` until SIGTERM or Ctrl-C, then let requests in flight finish.
 
     Requests still running `shutdown_timeout` seconds after the signal are
     cancelled. Raises [`StartRefused`][] when the port cannot be bound.
     """
-    import uvicorn
-
-    server = uvicorn.Server(_config(app, host, port, shutdown_timeout))
+    server = _server(_config(app, host, port, shutdown_timeout))
     try:
         server.run()
     except SystemExit as exc:
@@ -258,13 +281,11 @@ def running(
     For tests and for programs that embed a server; `port=0` picks a free
     port. Leaving the block stops the server gracefully.
     """
-    import uvicorn
-
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         bound = sock.getsockname()[1]
-        server = uvicorn.Server(_config(app, host, bound, shutdown_timeout))
+        server = _server(_config(app, host, bound, shutdown_timeout))
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name=f"searchfuse-serve-{bound}"
         )
