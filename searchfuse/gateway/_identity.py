@@ -39,10 +39,12 @@ class Caller:
 
     @property
     def session(self) -> Hashable:
-        """What one turn counts over: the conversation, else the client (one per token)."""
-        if self.conversation is not None:
-            return ("session", self.conversation)
-        return ("client", self.client)
+        """What one turn counts over: the client's conversation, else the client.
+
+        Namespaced by client, so one client naming another's session id cannot
+        spend that session's turn.
+        """
+        return (self.client, self.conversation)
 
 
 def _header_id(headers: Mapping[str, str], name: str) -> str | None:

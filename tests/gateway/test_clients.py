@@ -240,3 +240,21 @@ def test_a_repeated_search_comes_from_the_cache_at_no_cost(make_gateway: MakeGat
     assert first.json()["usage"] == {"credits": 1}
     assert again.json()["usage"] == {"credits": 0}
     assert gw.searches == 1
+
+
+def test_one_clients_session_id_does_not_spend_another_clients_turn(
+    make_gateway: MakeGateway,
+) -> None:
+    gw = make_gateway(per_turn=1)
+    alice = TavilyClient(api_key=ALICE, api_base_url=gw.url, session_id="shared-name")
+    bob = TavilyClient(api_key=BOB, api_base_url=gw.url, session_id="shared-name")
+    assert alice.search("alice asks")["results"]
+    assert bob.search("bob asks")["results"]
+    with pytest.raises(UsageLimitExceededError):
+        alice.search("alice again")
+    # Without a session id, a client's calls are one session of their own.
+    anonymous = TavilyClient(api_key=ALICE, api_base_url=gw.url)
+    assert anonymous.search("no session")["results"]
+    with pytest.raises(UsageLimitExceededError):
+        anonymous.search("no session again")
+    assert gw.searches == 3
