@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -98,40 +98,50 @@ class Process:
         return self.proc.returncode
 
 
+@pytest.fixture
+def spawn(upstream: tuple[FakeTavily, str], tmp_path: Path) -> Iterator[Callable[..., Process]]:
+    """`spawn(*options)` starts a gateway; every one still running is stopped at the end."""
+    started: list[Process] = []
+
+    def start(*options: str) -> Process:
+        started.append(Process(upstream[1], tmp_path, *options))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.stop()
+
+
 def search(url: str, query: str, **headers: str) -> httpx.Response:
     return httpx.post(f"{url}/search", json={"query": query}, headers={**AUTH, **headers})
 
 
 def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
-    upstream: tuple[FakeTavily, str], fake: FakeTavily, tmp_path: Path
+    spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
 ) -> None:
-    _, url = upstream
     state = str(tmp_path / "shared.db")
-    a = Process(url, tmp_path, "--state", state)
-    b = Process(url, tmp_path, "--state", state)
-    try:
-        for n in range(6):
-            answer = search((a if n % 2 else b).url, f"question {n}")
-            assert answer.status_code == 200, answer.text
-        assert len(fake.searches) == 6
-        # Both read the same counts from the shared file: six credits in all.
-        for gateway in (a, b):
-            usage = httpx.get(f"{gateway.url}/usage", headers=AUTH).json()
-            assert usage["key"]["usage"] == 6
-        # The shared cache: asked at one gateway, answered free at the other.
-        assert search(a.url, "the same question").headers["X-Searchfuse-Served-By"] == "tavily"
-        assert search(b.url, "The  same question").headers["X-Searchfuse-Served-By"] == "cache"
-        assert len(fake.searches) == 7
-        # The hold: a 429 at one gateway stops the other without a request.
-        fake.fail_next(429, retry_after=30, path="/search")
-        assert search(a.url, "rate limited").status_code == 429
-        held = search(b.url, "held elsewhere")
-        assert held.status_code == 429
-        assert 1 <= int(held.headers["Retry-After"]) <= 30
-        assert len(fake.searches) == 8
-    finally:
-        assert a.stop() == 0
-        assert b.stop() == 0
+    a = spawn("--state", state)
+    b = spawn("--state", state)
+    for n in range(6):
+        answer = search((a if n % 2 else b).url, f"question {n}")
+        assert answer.status_code == 200, answer.text
+    assert len(fake.searches) == 6
+    # Both read the same counts from the shared file: six credits in all.
+    for gateway in (a, b):
+        usage = httpx.get(f"{gateway.url}/usage", headers=AUTH).json()
+        assert usage["key"]["usage"] == 6
+    # The shared cache: asked at one gateway, answered free at the other.
+    assert search(a.url, "the same question").headers["X-Searchfuse-Served-By"] == "tavily"
+    assert search(b.url, "The  same question").headers["X-Searchfuse-Served-By"] == "cache"
+    assert len(fake.searches) == 7
+    # The hold: a 429 at one gateway stops the other without a request.
+    fake.fail_next(429, retry_after=30, path="/search")
+    assert search(a.url, "rate limited").status_code == 429
+    held = search(b.url, "held elsewhere")
+    assert held.status_code == 429
+    assert 1 <= int(held.headers["Retry-After"]) <= 30
+    assert len(fake.searches) == 8
+    assert [a.stop(), b.stop()] == [0, 0]
     for gateway in (a, b):
         assert "POST /search 200 served_by=tavily key=tvly-dev-…" in gateway.stderr
         for secret in (ALICE, BOB, *TEST_KEYS):
@@ -139,10 +149,9 @@ def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
 
 
 def test_sigterm_lets_the_request_in_flight_finish(
-    upstream: tuple[FakeTavily, str], fake: FakeTavily, tmp_path: Path
+    spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
 ) -> None:
-    _, url = upstream
-    gateway = Process(url, tmp_path, "--state", str(tmp_path / "state.db"))
+    gateway = spawn("--state", str(tmp_path / "state.db"))
     fake.slow_next(0.5, path="/search")
     answers: list[httpx.Response] = []
     worker = threading.Thread(target=lambda: answers.append(search(gateway.url, "in flight")))
@@ -153,9 +162,10 @@ def test_sigterm_lets_the_request_in_flight_finish(
         time.sleep(0.005)
     gateway.proc.send_signal(signal.SIGTERM)
     worker.join(10)
+    code = gateway.stop()
     assert answers and answers[0].status_code == 200
     assert answers[0].json()["results"]
-    assert gateway.stop() == 0
+    assert code == 0
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{gateway.url}/healthz", timeout=1)
 
