@@ -132,11 +132,12 @@ def _config_path(args: argparse.Namespace) -> Path | None:
     return None
 
 
-def make_router(args: argparse.Namespace) -> Router:
+def make_router(args: argparse.Namespace, **router_options: Any) -> Router:
     """The router the options describe: `--config` / `SEARCHFUSE_CONFIG` /
-    `config/keys.json`, else keys from the environment."""
+    `config/keys.json`, else keys from the environment; `router_options` go to
+    the router as they are."""
     state: str | None = args.state or os.environ.get("SEARCHFUSE_STATE") or None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(router_options)
     if state:
         options["state"] = state
     path = _config_path(args)

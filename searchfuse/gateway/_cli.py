@@ -88,7 +88,7 @@ def client_tokens(args: argparse.Namespace, environ: Mapping[str, str]) -> Clien
     return given.merged(from_env)
 
 
-def run(args: argparse.Namespace, make_router: Callable[[argparse.Namespace], Any]) -> int:
+def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
     """Check the options, build the router, and serve until SIGTERM or Ctrl-C.
 
     Raises [`StartRefused`][searchfuse.gateway.StartRefused] for options the
@@ -104,10 +104,9 @@ def run(args: argparse.Namespace, make_router: Callable[[argparse.Namespace], An
 
     # One access-log line per request, and the start and stop lines, without -v.
     logging.getLogger("searchfuse.gateway").setLevel(logging.INFO)
-    router = make_router(args)
-    if router.deadline is None or router.deadline > args.deadline:
-        # The router ends a call first, so a result it was charged for is still answered.
-        router.deadline = args.deadline
+    # The router's own deadline is the gateway's: it ends a call first (the gateway's
+    # bound comes a little later), so a result Tavily charged for is still answered.
+    router = make_router(args, deadline=args.deadline)
     serve(
         router,
         host=args.host,

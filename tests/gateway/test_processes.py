@@ -170,6 +170,19 @@ def test_sigterm_lets_the_request_in_flight_finish(
         httpx.get(f"{gateway.url}/healthz", timeout=1)
 
 
+def test_deadline_bounds_a_slow_answer_with_a_504(
+    spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
+) -> None:
+    gateway = spawn("--state", str(tmp_path / "state.db"), "--deadline", "1")
+    fake.slow_next(4.0, path="/search")
+    started = time.monotonic()
+    answer = search(gateway.url, "too slow")
+    assert answer.status_code == 504
+    assert "took longer than the gateway allows" in answer.json()["detail"]["error"]
+    assert time.monotonic() - started < 3.5  # the gateway's bound, not the simulator's delay
+    assert gateway.stop() == 0
+
+
 def test_a_host_beyond_loopback_without_tokens_is_refused_at_start(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
