@@ -287,6 +287,38 @@ async def _crash(request: Request, exc: Exception) -> Response:
     return _error(Answer(500, MESSAGES[500]))
 
 
+class _Record:
+    """What one request's log line and span say, written once when its answer is complete."""
+
+    def __init__(
+        self,
+        edges: _Edges,
+        method: str,
+        path: str,
+        state: Mapping[str, Any],
+        attributes: dict[str, str | int | float],
+    ) -> None:
+        self.edges = edges
+        self.method = method
+        self.path = path
+        self.state = state
+        self.attributes = attributes
+        self.status = 0
+        self.started = time.perf_counter()
+        self.done = False
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        elapsed = time.perf_counter() - self.started
+        self.edges._log(self.method, self.path, self.status, self.state, elapsed)
+        self.attributes["http.response.status_code"] = self.status
+        for name in ("served_by", "key", "client"):
+            if self.state.get(name):
+                self.attributes[f"searchfuse.{name}"] = str(self.state[name])
+
+
 class _Edges:
     """Around every request: the concurrency bound, one access-log line, one span."""
 
@@ -300,20 +332,21 @@ class _Edges:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
-        state = scope.setdefault("state", {})
-        status = 0
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
         path = str(scope.get("path", ""))
         method = str(scope.get("method", ""))
         known = path in ENDPOINTS or path in ("/usage", "/healthz")
         with _telemetry.request_span(method, path if known else "unknown") as attributes:
+            record = _Record(self, method, path, scope.setdefault("state", {}), attributes)
+
+            async def sending(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    record.status = int(message["status"])
+                elif message["type"] == "http.response.body" and not message.get("more_body"):
+                    # Written before the last byte leaves: whoever has the answer can
+                    # read its log line.
+                    record.finish()
+                await send(message)
+
             try:
                 # Checked and counted with no await between: one event loop, no race.
                 if path not in OPEN_PATHS and self.in_flight >= self.max_concurrency:
@@ -325,11 +358,7 @@ class _Edges:
                     finally:
                         self.in_flight -= 1
             finally:
-                self._log(method, path, status, state, time.perf_counter() - started)
-                attributes["http.response.status_code"] = status
-                for name in ("served_by", "key", "client"):
-                    if state.get(name):
-                        attributes[f"searchfuse.{name}"] = str(state[name])
+                record.finish()
 
     def _log(
         self, method: str, path: str, status: int, state: Mapping[str, Any], seconds: float

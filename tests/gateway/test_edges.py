@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -280,7 +281,16 @@ def test_each_request_is_a_server_span_with_the_search_span_inside(
     gw = make_gateway()
     assert httpx.post(f"{gw.url}/search", json={"query": "traced"}, headers=AUTH).is_success
     httpx.get(f"{gw.url}/nowhere", headers=AUTH)
-    spans = [s for s in _SPANS.get_finished_spans() if s.name.startswith("searchfuse.")]
+
+    def finished() -> list[Any]:
+        return [s for s in _SPANS.get_finished_spans() if s.name.startswith("searchfuse.")]
+
+    # A server span ends in the server's thread just after the answer has gone out.
+    deadline = time.monotonic() + 5
+    while sum(s.name == "searchfuse.gateway" for s in finished()) < 2:
+        assert time.monotonic() < deadline, finished()
+        time.sleep(0.005)
+    spans = finished()
     servers = [s for s in spans if s.name == "searchfuse.gateway"]
     assert [s.kind for s in servers] == [SpanKind.SERVER, SpanKind.SERVER]
     served, missing = servers
