@@ -36,6 +36,7 @@ __all__ = [
     "paced_wait",
     "rate_limited",
     "refused",
+    "request_span",
     "search_span",
 ]
 
@@ -260,3 +261,37 @@ def cache_hit() -> None:
     instruments = _get()
     if instruments is not None:
         instruments.cache_hits.add(1)
+
+
+@contextmanager
+def request_span(method: str, route: str) -> Iterator[dict[str, str | int | float]]:
+    """One server span `searchfuse.gateway` around one HTTP request the gateway serves.
+
+    The block fills the dict it gets (`http.response.status_code`,
+    `searchfuse.served_by`, `searchfuse.key` masked, `searchfuse.client` by
+    name); the router's own search span is its child. Nothing is recorded
+    while no SDK is configured.
+    """
+    attributes: dict[str, str | int | float] = {
+        "http.request.method": method,
+        "http.route": route,
+    }
+    instruments = _get()
+    if instruments is None or instruments.idle():
+        yield attributes
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    with instruments.tracer.start_as_current_span(
+        "searchfuse.gateway",
+        kind=SpanKind.SERVER,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield attributes
+        finally:
+            span.set_attributes(attributes)
+            status = attributes.get("http.response.status_code")
+            if not isinstance(status, int) or status >= 500:
+                span.set_status(Status(StatusCode.ERROR))

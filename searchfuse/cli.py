@@ -132,11 +132,12 @@ def _config_path(args: argparse.Namespace) -> Path | None:
     return None
 
 
-def make_router(args: argparse.Namespace) -> Router:
+def make_router(args: argparse.Namespace, **router_options: Any) -> Router:
     """The router the options describe: `--config` / `SEARCHFUSE_CONFIG` /
-    `config/keys.json`, else keys from the environment."""
+    `config/keys.json`, else keys from the environment; `router_options` go to
+    the router as they are."""
     state: str | None = args.state or os.environ.get("SEARCHFUSE_STATE") or None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(router_options)
     if state:
         options["state"] = state
     path = _config_path(args)
@@ -649,6 +650,19 @@ def _add_mcp(add: Callable[..., Any]) -> None:
     )
 
 
+# -- searchfuse gateway ------------------------------------------------------------------
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    """Serve Tavily's API in front of the router until SIGTERM or Ctrl-C."""
+    from searchfuse.gateway import StartRefused, _cli
+
+    try:
+        return _cli.run(args, make_router)
+    except (StartRefused, ImportError) as exc:
+        raise UsageError(f"searchfuse gateway: error: {exc}") from None
+
+
 # -- parser ----------------------------------------------------------------------------
 
 
@@ -732,6 +746,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily")
     json_flag(p, "print the transcript as JSON")
     _add_mcp(add)
+    from searchfuse.gateway._cli import add_arguments as gateway_arguments
+
+    gateway_arguments(add("gateway", cmd_gateway, "serve Tavily's API in front of the router"))
     return parser
 
 
