@@ -116,7 +116,7 @@ def test_failed_replace_leaves_original_and_backup(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("searchfuse.router.config.atomic_write", broken)
+    monkeypatch.setattr("searchfuse.router._keysfile.atomic_write", broken)
     config = load_config(path)
     assert [k.key for k in config.keys] == [K1, K2]
     assert path.read_bytes() == original
@@ -224,7 +224,7 @@ def test_failed_backup_leaves_original_untouched(
     def broken(*args: object, **kwargs: object) -> Path:
         raise OSError(13, "Permission denied")
 
-    monkeypatch.setattr("searchfuse.router.config.backup", broken)
+    monkeypatch.setattr("searchfuse.router._keysfile.backup", broken)
     config = load_config(path)
     assert [k.key for k in config.keys] == [K1, K2]
     assert path.read_bytes() == original

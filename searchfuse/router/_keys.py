@@ -1,0 +1,387 @@
+"""Key records and their validation: what one entry of a keys file (or the environment,
+or `Router(keys=...)`) may hold, and the v2 text a migrated file is written as."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchfuse._secrets import fingerprint, mask, redact
+from searchfuse.errors import ConfigError
+from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
+from searchfuse.router.tavily import DEV_KEY_PREFIX, DEV_RPM, PROD_RPM
+
+FORMAT_VERSION = 2
+
+# Keys copied from a template and never replaced (incident 5 left a file full
+# of them): refusing them early beats 401s from every key.
+_PLACEHOLDER = re.compile(
+    r"^tvly-(?:(?:dev|prod)-)?(?:your|x{3,}|placeholder|example|replace|changeme|insert|dummy)"
+    r"|[<>…]|\.\.\.|your[-_]?(?:api[-_]?)?key",
+    re.IGNORECASE,
+)
+
+
+_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
+#: What a key may contain: printable ASCII without spaces, quotes or separators.
+_KEY_CHARS = re.compile(r"[!#-&(-+\--:<-~]+")
+_KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
+_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm"}
+
+
+def _shown(value: Any) -> str:
+    """A value from the user's file, quoted in an error: short, and with anything key-like masked
+    (a key pasted into the wrong field must not end up in logs)."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=repr)
+    except (ValueError, RecursionError):
+        text = type(value).__name__
+    text = redact(text, ())
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _describe(ch: str) -> str:
+    if ch == "\x00":
+        return "NUL (\\x00)"
+    if ch.isprintable():
+        return f"{ch!r} (U+{ord(ch):04X})"
+    return f"U+{ord(ch):04X}"
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    """One API key with the account it belongs to. `repr` never shows the key."""
+
+    key: str = field(repr=False)
+    account: str | None = None
+    notes: str = ""
+    #: Set in the config to keep a key out of rotation without deleting it.
+    disabled: bool = False
+    #: Fields searchfuse does not know (kept when a legacy file is migrated).
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: Requests per minute this key may send (`None`: `SEARCHFUSE_RPM`, else
+    #: Tavily's published limit for the kind of key, see `key_rpm`).
+    rpm: int | None = None
+
+    # Computed once: selection reads them for every key on every search.
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A short hash identifying the key in state files and logs."""
+        return fingerprint(self.key)
+
+    @functools.cached_property
+    def masked(self) -> str:
+        """The key as people see it: `tvly-dev-…a1b2`."""
+        return mask(self.key)
+
+    @functools.cached_property
+    def account_id(self) -> str:
+        """The account whose plan this key draws on (the key itself when unknown)."""
+        return self.account or f"key:{self.fingerprint}"
+
+    def __repr__(self) -> str:
+        flag = ", disabled" if self.disabled else ""
+        return f"KeyEntry({self.masked}, account={self.account!r}, notes={self.notes!r}{flag})"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The router's configuration: its keys, the fallback cooldown, and where it came from."""
+
+    keys: tuple[KeyEntry, ...]
+    cooldown_minutes: float = DEFAULT_COOLDOWN_MINUTES
+    source: str = "<memory>"
+    path: Path | None = None
+    legacy: bool = False
+    #: Top-level fields searchfuse does not know (kept when a legacy file is migrated).
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"Config(keys=[{', '.join(k.masked for k in self.keys)}], "
+            f"cooldown_minutes={self.cooldown_minutes}, source={self.source!r})"
+        )
+
+
+def _check_key(value: Any, source: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(
+            source, where, f"expected a key string, got {type(value).__name__}", 'write "tvly-..."'
+        )
+    key = value.strip()
+    if not key:
+        raise ConfigError(source, where, "the key is empty", "paste the key from app.tavily.com")
+    if any(ch.isspace() for ch in key):
+        raise ConfigError(
+            source, where, "the key contains white space", "paste the key without spaces"
+        )
+    if any(ch in _QUOTES for ch in key):
+        raise ConfigError(
+            source, where, "the key contains quote characters", "write the key without quotes"
+        )
+    if ";" in key:
+        raise ConfigError(
+            source, where, "the key contains ';'", "separate keys with commas, not semicolons"
+        )
+    if _PLACEHOLDER.search(key) or key.lower() in {"tvly-", "tvly"}:
+        raise ConfigError(
+            source,
+            where,
+            f"{mask(key)} is a placeholder from a template, not a real key",
+            "replace it with a key from your Tavily dashboard, or remove the entry",
+        )
+    if not _KEY_CHARS.fullmatch(key):
+        # NUL, control and non-ASCII characters cannot travel in an HTTP header:
+        # they would fail at the first request, far from the cause.
+        bad = next(ch for ch in key if not _KEY_CHARS.fullmatch(ch))
+        raise ConfigError(
+            source,
+            where,
+            f"the key contains the character {_describe(bad)}, which no Tavily key has",
+            "paste the key again from app.tavily.com (letters, digits, '-' and '_' only)",
+        )
+    return key
+
+
+def _check_text(value: Any, source: str, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(
+            source,
+            where,
+            f"expected text, got {type(value).__name__}",
+            "write a string or remove it",
+        )
+    return value
+
+
+def _cooldown(value: Any, source: str) -> float:
+    if value is None:
+        return DEFAULT_COOLDOWN_MINUTES
+    # bool is an int in Python; "true" minutes is a mistake, not 1.0.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            source,
+            "cooldown_minutes",
+            f"expected a number of minutes, got {_shown(value)}",
+            "write a number such as 0.5 or 1",
+        )
+    try:
+        minutes = float(value)
+    except OverflowError:
+        minutes = math.inf
+    if not math.isfinite(minutes * 60.0) or minutes < 0:
+        raise ConfigError(
+            source,
+            "cooldown_minutes",
+            f"{value} is not a usable number of minutes",
+            "write a finite number >= 0, such as 0.5",
+        )
+    return minutes
+
+
+def _rpm(value: Any, source: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ConfigError(
+            source,
+            where,
+            f"expected a whole number of requests per minute (1 or more), got {_shown(value)}",
+            "write the key's rate limit, e.g. 100 for a development key, or remove the field",
+        )
+    return value
+
+
+def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
+    """The requests per minute the router allows `entry`: its `rpm` in the keys
+    file, else `SEARCHFUSE_RPM`, else Tavily's limit (100 for `tvly-dev-` keys,
+    1000 for the others). A malformed `SEARCHFUSE_RPM` is a
+    [`ConfigError`][searchfuse.errors.ConfigError]."""
+    if entry.rpm is not None:
+        return entry.rpm
+    env = os.environ if environ is None else environ
+    text = env.get("SEARCHFUSE_RPM", "").strip()
+    if text:
+        try:
+            value: Any = int(text)
+        except ValueError:
+            value = text
+        try:
+            rpm = _rpm(value, "environment", "SEARCHFUSE_RPM")
+        except ConfigError as exc:
+            raise ConfigError(
+                "environment",
+                "SEARCHFUSE_RPM",
+                exc.problem,
+                "unset SEARCHFUSE_RPM, or set it to a whole number such as 100",
+            ) from None
+        assert rpm is not None
+        return rpm
+    return DEV_RPM if entry.key.startswith(DEV_KEY_PREFIX) else PROD_RPM
+
+
+def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) -> Config:
+    """Validate decoded JSON and return a [`Config`][searchfuse.router.Config] (`legacy` tells if
+    it needs migrating).
+
+    Raises [`ConfigError`][searchfuse.errors.ConfigError] naming `source`, the field and the fix.
+    """
+    data, raw_keys, legacy = _top(data, source)
+    entries: list[KeyEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(raw_keys):
+        where = f"keys[{i}]"
+        entry, old_style = _entry(item, source, where)
+        legacy = legacy or old_style
+        if entry.key in seen:
+            raise ConfigError(
+                source,
+                where,
+                f"duplicate of keys[{seen[entry.key]}] ({entry.masked})",
+                "remove one of the two entries",
+            )
+        seen[entry.key] = i
+        entries.append(entry)
+    cooldown = _cooldown(data.get("cooldown_minutes"), source)
+    extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
+    return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy, extra=extra)
+
+
+def _top(data: Any, source: str) -> tuple[dict[str, Any], list[Any], bool]:
+    """The file's top level checked: the object, its list of keys, and whether it is legacy."""
+    legacy = False
+    if isinstance(data, list):
+        data = {"keys": data}
+        legacy = True
+    if not isinstance(data, dict):
+        raise ConfigError(
+            source,
+            None,
+            f"expected a JSON object, got {type(data).__name__}",
+            'start from config/keys.example.json: {"format_version": 2, "keys": [...]}',
+        )
+    version = data.get("format_version")
+    if version is None:
+        legacy = True
+    elif version != FORMAT_VERSION:
+        raise ConfigError(
+            source,
+            "format_version",
+            f"unknown format version {_shown(version)}",
+            f"use {FORMAT_VERSION}, or remove the field to have the file migrated",
+        )
+    if "keys" not in data:
+        raise ConfigError(
+            source, "keys", "missing", 'add "keys": [{"key": "tvly-...", "account": "..."}]'
+        )
+    raw_keys = data["keys"]
+    if not isinstance(raw_keys, list):
+        raise ConfigError(
+            source,
+            "keys",
+            f"expected a list, got {type(raw_keys).__name__}",
+            'write "keys": [{"key": "tvly-..."}]',
+        )
+    if not raw_keys:
+        raise ConfigError(
+            source, "keys", "the list is empty", "add at least one key from your Tavily dashboard"
+        )
+    _refuse_repeated(data, source, None)
+    return data, raw_keys, legacy
+
+
+def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
+    """One item of `keys` checked: the entry, and whether it is written the legacy way."""
+    old_style = False
+    _refuse_repeated(item, source, where)
+    if isinstance(item, str):
+        old_style = True
+        entry = KeyEntry(_check_key(item, source, where))
+    elif isinstance(item, dict):
+        if "key" not in item:
+            raise ConfigError(source, f"{where}.key", "missing", 'add "key": "tvly-..."')
+        key = _check_key(item["key"], source, f"{where}.key")
+        if "source" in item and "account" not in item:
+            old_style = True
+        named = "account" if "account" in item else "source"
+        account = _check_text(item.get(named), source, f"{where}.{named}")
+        notes = _check_text(item.get("notes"), source, f"{where}.notes") or ""
+        disabled = item.get("disabled", False)
+        if not isinstance(disabled, bool):
+            raise ConfigError(
+                source,
+                f"{where}.disabled",
+                f"expected true or false, got {_shown(disabled)}",
+                "write true to keep the key out of rotation, or remove the field",
+            )
+        extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
+        rpm = _rpm(item.get("rpm"), source, f"{where}.rpm")
+        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm=rpm)
+    else:
+        raise ConfigError(
+            source,
+            where,
+            f"expected an object or a key string, got {type(item).__name__}",
+            'write {"key": "tvly-...", "account": "..."}',
+        )
+    return entry, old_style
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers the names it held more than once."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(pairs)
+    if len(obj) != len(pairs):
+        names = [name for name, _ in pairs]
+        obj.repeated = tuple(sorted({n for n in names if names.count(n) > 1}))
+    return obj
+
+
+def _refuse_repeated(obj: Any, source: str, where: str | None) -> None:
+    """A field written twice in one object: JSON parsers keep the last one silently."""
+    repeated = getattr(obj, "repeated", ())
+    if repeated:
+        name = repeated[0]
+        raise ConfigError(
+            source,
+            f"{where}.{name}" if where else name,
+            f'"{name}" appears more than once in the same object (only the last would count)',
+            f'keep one "{name}" (a second key goes in its own entry)',
+        )
+
+
+def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
+    """A [`Config`][searchfuse.router.Config] from what a caller handed the `Router`
+    constructor."""
+    if isinstance(value, Config):
+        return value
+    if isinstance(value, str):
+        raise TypeError("Router() takes a list of keys, not one string: Router([key])")
+    items: list[Any] = []
+    for item in value:
+        if isinstance(item, KeyEntry):
+            items.append(
+                {
+                    "key": item.key,
+                    "account": item.account,
+                    "notes": item.notes,
+                    "disabled": item.disabled,
+                    "rpm": item.rpm,
+                }
+            )
+        else:
+            items.append(item)
+    return parse_config({"format_version": FORMAT_VERSION, "keys": items}, "Router(keys=...)")
