@@ -359,7 +359,7 @@ class Ledger:
 
     def shared_cache(self, ttl: float, maxsize: int) -> MutableMapping[Hashable, Any]:
         """A TTL cache kept in the store, expiring on the router's clock."""
-        from searchfuse.router.shared_cache import SharedCache
+        from searchfuse.router.state._cache import SharedCache
 
         return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)
 
