@@ -20,7 +20,6 @@ Two conventions, chosen per driver call:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, TypeVar
 
@@ -73,25 +72,30 @@ def _thrown(exc: BaseException) -> BaseException:
 
 def run(flow: Flow[T], handlers: Handlers, *, throw: bool = False) -> T:
     """Drive `flow` to its end synchronously and return what it returns."""
+    # `_advance` written inline: this loop is on the guard's and the router's hot path.
+    send = flow.send
     value: Any = None
     error: BaseException | None = None
     while True:
-        done, step = _advance(flow, value, error)
-        if done:
-            return step  # type: ignore[no-any-return]
+        try:
+            step = send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        except Carried as wrapped:
+            raise wrapped.error from None
         handler = handlers[type(step)]
-        if not throw:
+        if throw:
+            value = error = None
             try:
                 value = handler(step)
-            except BaseException:
-                flow.close()
-                raise
+            except BaseException as exc:
+                error = _thrown(exc)
             continue
-        value = error = None
         try:
             value = handler(step)
-        except BaseException as exc:
-            error = _thrown(exc)
+        except BaseException:
+            flow.close()
+            raise
 
 
 async def arun(
@@ -107,6 +111,8 @@ async def arun(
     error: BaseException | None = None
     while True:
         if offload:
+            import asyncio  # only here: `import searchfuse` does not load asyncio
+
             done, step = await asyncio.to_thread(_advance, flow, value, error)
         else:
             done, step = _advance(flow, value, error)

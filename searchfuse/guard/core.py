@@ -34,6 +34,7 @@ from types import GeneratorType
 from typing import TYPE_CHECKING, Any, Final
 
 from searchfuse import _answers, _clock, _telemetry
+from searchfuse._sansio import AsyncHandlers, Step, arun, carried, run
 from searchfuse.errors import (
     CooldownActive,
     RateLimited,
@@ -214,12 +215,52 @@ _CHAIN: contextvars.ContextVar[tuple[tuple[Guard, Hashable], ...]] = contextvars
 
 # -- the steps a flow yields to its driver ------------------------------------------------
 
-_CONSULT: Final = 0  # ask the checklist hooks about the call
-_BACKEND: Final = 1  # run the backend once
-_WAIT: Final = 2  # wait for an identical search in flight
 
-_Step = tuple[int, Any]
-_Flow = Generator[_Step, Any, Any]
+class _Consult(Step):
+    """Ask the checklist hooks about the call."""
+
+    __slots__ = ("call", "checklist")
+
+    def __init__(self, call: Call, checklist: Any) -> None:
+        self.call = call
+        self.checklist = checklist
+
+
+class _Backend(Step):
+    """Run the backend once (the driver knows which: it is the call's)."""
+
+    __slots__ = ()
+
+
+class _Wait(Step):
+    """Wait for an identical search in flight."""
+
+    __slots__ = ("flight",)
+
+    def __init__(self, flight: _Flight) -> None:
+        self.flight = flight
+
+
+_BACKEND: Final = _Backend()
+
+_Flow = Generator[Step, Any, Any]
+
+
+def _consult(step: _Consult) -> Any:
+    return consult(step.checklist, step.call)
+
+
+async def _aconsult(step: _Consult) -> Any:
+    return await aconsult(step.checklist, step.call)
+
+
+def _wait(step: _Wait) -> Any:
+    return step.flight.wait(FLIGHT_WAIT)
+
+
+async def _await(step: _Wait) -> Any:
+    return await step.flight.await_(FLIGHT_WAIT)
+
 
 _REGISTRY: weakref.WeakSet[Guard] = weakref.WeakSet()
 _REGISTRY_LOCK = threading.Lock()
@@ -512,7 +553,7 @@ class Guard:
         if query is None or params is None:
             return (yield from self._search(None))  # the shell skips this layer
         if self.checklist:
-            answer = yield (_CONSULT, Call(query, params, self.name))
+            answer = yield _Consult(Call(query, params, self.name), self.checklist)
             if answer is not None:
                 next(self._stats.checklist_answers)
                 return answer
@@ -538,7 +579,7 @@ class Guard:
                 return hit
             if leader:
                 break
-            outcome = yield (_WAIT, flight)
+            outcome = yield _Wait(flight)
             if outcome is None:
                 # The search in flight outlived FLIGHT_WAIT: search on our own.
                 result = yield from self._search(key)
@@ -625,11 +666,11 @@ class Guard:
         token = _CHAIN.set((*_CHAIN.get(), (self, key))) if key is not None else None
         answered = failed = False
         try:
-            result = yield (_BACKEND, None)
+            result = yield _BACKEND
             answered = True
         except Exception as exc:
             # The backend answered with an error, unless the error says nothing was sent.
-            answered = failed = not nothing_sent(_carried(exc))
+            answered = failed = not nothing_sent(carried(exc))
             if not is_rate_limit(exc):
                 raise
             stop = self._tripped(exc)
@@ -671,31 +712,16 @@ class Guard:
         params: Mapping[str, Any] | None,
         backend: Callable[..., Any] | None,
     ) -> Any:
-        """Run `flow` synchronously."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step, argument = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            except SearchRefused as refusal:
-                self._refused(refusal)
-                raise
-            except _Carried as carried:
-                raise carried.unwrap() from None
-            value = error = None
-            try:
-                if step == _BACKEND:
-                    value = self._call(query, params, backend)
-                elif step == _WAIT:
-                    value = argument.wait(FLIGHT_WAIT)
-                else:
-                    value = consult(self.checklist, argument)
-            except StopIteration as exc:
-                error = _Carried(exc)
-            except BaseException as exc:
-                error = exc
+        """Run `flow` synchronously (on the shared kernel, errors thrown into the flow)."""
+
+        def call(_step: _Backend) -> Any:
+            return self._call(query, params, backend)
+
+        try:
+            return run(flow, {_Backend: call, _Wait: _wait, _Consult: _consult}, throw=True)
+        except SearchRefused as refusal:
+            self._refused(refusal)
+            raise
 
     async def _adrive(
         self,
@@ -705,28 +731,16 @@ class Guard:
         backend: Callable[..., Awaitable[Any]] | None,
     ) -> Any:
         """Run `flow` on the running event loop."""
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step, argument = flow.send(value) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            except SearchRefused as refusal:
-                self._refused(refusal)
-                raise
-            except _Carried as carried:
-                raise carried.unwrap() from None
-            value = error = None
-            try:
-                if step == _BACKEND:
-                    value = await self._acall(query, params, backend)
-                elif step == _WAIT:
-                    value = await argument.await_(FLIGHT_WAIT)
-                else:
-                    value = await aconsult(self.checklist, argument)
-            except BaseException as exc:
-                error = exc
+
+        async def call(_step: _Backend) -> Any:
+            return await self._acall(query, params, backend)
+
+        handlers: AsyncHandlers = {_Backend: call, _Wait: _await, _Consult: _aconsult}
+        try:
+            return await arun(flow, handlers, throw=True)
+        except SearchRefused as refusal:
+            self._refused(refusal)
+            raise
 
     def _call(
         self,
@@ -807,26 +821,6 @@ def _check_options(
         raise ValueError("inject= needs router=: the router chooses the key to inject")
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {name!r}")
-
-
-class _Carried(Exception):
-    """Carries a `StopIteration` from the backend through a flow unchanged.
-
-    Raised inside a generator (or a coroutine), `StopIteration` becomes
-    `RuntimeError: generator raised StopIteration` (PEP 479); the drivers
-    throw this into the flow instead and raise the original out of it.
-    """
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(error)
-        self.error = error
-
-    def unwrap(self) -> BaseException:
-        return self.error
-
-
-def _carried(exc: BaseException) -> BaseException:
-    return exc.error if isinstance(exc, _Carried) else exc
 
 
 def nothing_sent(exc: BaseException) -> bool:
