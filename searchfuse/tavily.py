@@ -517,3 +517,17 @@ class AsyncTavilyClient(_Client):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _mark_refusals(*classes: type) -> None:
+    """The clients' methods tell `@guard` to refuse in tavily-python's errors, which their
+    callers catch (the guard does not know this module)."""
+    from searchfuse.guard.decorator import REFUSAL_MAP
+
+    for cls in classes:
+        for member in vars(cls).values():
+            if inspect.isfunction(member):
+                setattr(member, REFUSAL_MAP, tavily_error)
+
+
+_mark_refusals(_Client, TavilyClient, AsyncTavilyClient)

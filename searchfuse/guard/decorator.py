@@ -109,6 +109,11 @@ class _DecorateReturning(Protocol[T_co]):
     def __call__(self, func: Callable[P, R], /) -> Guarded[P, R | T_co]: ...
 
 
+#: The attribute a guarded function may carry: a callable turning a refusal into the
+#: exception (a `SearchRefused` too) that the function's own callers catch.
+REFUSAL_MAP = "__searchfuse_refusal__"
+
+
 def _unwrap_descriptor(func: Any) -> Any:
     """The function inside a `classmethod`/`staticmethod` object or a `functools.partial`."""
     if isinstance(func, classmethod | staticmethod):
@@ -173,16 +178,22 @@ class _Shell:
         "looks_up_first",
         "on_refusal",
         "reads_call",
+        "refusal_map",
         "routed",
-        "tavily_errors",
     )
 
-    def __init__(self, core: Guard, on_refusal: OnRefusal, *, tavily_errors: bool = False) -> None:
+    def __init__(
+        self,
+        core: Guard,
+        on_refusal: OnRefusal,
+        *,
+        refusal_map: Callable[[SearchRefused], Any] | None = None,
+    ) -> None:
         self.core = core
         self.on_refusal = on_refusal
-        # Guarding searchfuse's tavily-python drop-in: its callers catch
-        # tavily-python's errors, so refusals are those too.
-        self.tavily_errors = tavily_errors
+        # A guarded function that says how its callers expect refusals (the
+        # tavily-python drop-in: tavily-python's errors) gets them that way.
+        self.refusal_map = refusal_map
         # Reading the call (binding it to the signature) is only needed by
         # the rules that look at arguments; a bare pass-through skips it.
         self.routed = core.router is not None and core.inject is None
@@ -230,10 +241,8 @@ class _Shell:
         return functools.partial(wrapped, *args, **kwargs)  # called in C: no extra frame
 
     def refused(self, refusal: SearchRefused) -> Any:
-        if self.tavily_errors:
-            from searchfuse.tavily import tavily_error
-
-            mixed = tavily_error(refusal)
+        if self.refusal_map is not None:
+            mixed = self.refusal_map(refusal)
             assert isinstance(mixed, SearchRefused)
             refusal = mixed
         on_refusal = self.on_refusal
@@ -671,8 +680,10 @@ def guard(
             _check_inject(func, inject)
         from searchfuse.guard._wrapper import GuardedFunction  # wrapt, on first use
 
-        drop_in = getattr(_unwrap_descriptor(func), "__module__", None) == "searchfuse.tavily"
-        shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal, tavily_errors=drop_in)
+        # A function may carry REFUSAL_MAP: how its callers expect a refusal
+        # (the tavily-python drop-in's methods carry tavily-python's errors).
+        refusal_map = getattr(_unwrap_descriptor(func), REFUSAL_MAP, None)
+        shell = _Shell(Guard(name=_tool_name(func), **options), on_refusal, refusal_map=refusal_map)
         wrapper = shell.acall if _is_async(func) else shell
         guarded = GuardedFunction(func, wrapper)
         guarded.__self_setattr__("_self_guard", shell.core)  # kept on the proxy, not the function

@@ -317,3 +317,38 @@ def test_inject_needs_a_parameter_to_receive_the_key(router):
         @guard(router=router, inject="api_key")
         def web_search(query: str) -> str:
             return query
+
+
+def test_a_function_says_how_its_callers_expect_refusals() -> None:
+    # The guard knows no module by name: a function carrying REFUSAL_MAP (as the
+    # tavily-python drop-in's methods do) has its refusals mapped, any other not.
+    from searchfuse import SearchRefused, TurnLimitReached, guard, turn
+    from searchfuse.guard.decorator import REFUSAL_MAP
+
+    class ToolRefused(TurnLimitReached):
+        pass
+
+    mapped: list[str] = []
+
+    def to_tool_error(refusal: SearchRefused) -> SearchRefused:
+        mapped.append(type(refusal).__name__)
+        return ToolRefused(refusal.message)
+
+    def search(query: str) -> str:
+        return query
+
+    def plain(query: str) -> str:
+        return query
+
+    setattr(search, REFUSAL_MAP, to_tool_error)
+    guarded, other = guard(search), guard(plain)
+    with turn():
+        assert guarded("a") == "a"
+        with pytest.raises(ToolRefused):
+            guarded("b")
+    with turn():
+        assert other("a") == "a"
+        with pytest.raises(TurnLimitReached) as refused:
+            other("b")
+    assert not isinstance(refused.value, ToolRefused)
+    assert mapped == ["TurnLimitReached"]
