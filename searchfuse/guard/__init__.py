@@ -16,9 +16,9 @@ from searchfuse.guard.core import Guard, GuardState, reset_all
 from searchfuse.guard.decorator import Guarded, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
-from searchfuse.guard.tools import TavilyTool, tavily_tool
 
 if TYPE_CHECKING:
+    from searchfuse._tools import TavilyTool, tavily_tool
     from searchfuse.guard._wrapper import GuardedFunction
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
@@ -55,4 +55,10 @@ def __getattr__(name: str) -> Any:
         from searchfuse.guard._wrapper import GuardedFunction
 
         return GuardedFunction
+    # The ready-made tool is built on the guard, not part of it (it knows
+    # Tavily's parameters): it lives above the guard and loads on first use.
+    if name in ("TavilyTool", "tavily_tool"):
+        from searchfuse import _tools
+
+        return getattr(_tools, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

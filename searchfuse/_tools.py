@@ -1,5 +1,7 @@
 """Ready-made guarded tools: `tavily_tool(router)`, a typed `tavily_search` for agents.
 
+Built on the guard, above it (it knows Tavily's parameters); `searchfuse.guard` re-exports it.
+
 `@guard(router=router)` over a function of your own works too, but a type
 checker wants that function to have a body; the factory gives a tool whose
 call signature and result type are spelled out, so `mypy --strict` is
