@@ -13,7 +13,7 @@ from searchfuse.guard.cache import normalize_query, search_key
 from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import FileLookup, Lookup, MappingLookup, Passage
 from searchfuse.guard.core import Guard, GuardState, reset_all
-from searchfuse.guard.decorator import Guarded, OnRefusal, guard, guard_state
+from searchfuse.guard.decorator import Guarded, GuardOptions, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
 
@@ -27,6 +27,7 @@ __all__ = [
     "FileLookup",
     "Fuse",
     "Guard",
+    "GuardOptions",
     "GuardState",
     "Guarded",
     "GuardedFunction",

@@ -20,7 +20,9 @@ from typing import (
     ParamSpec,
     Protocol,
     TypeAlias,
+    TypedDict,
     TypeVar,
+    Unpack,
     overload,
 )
 
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MIN_INTERVAL",
+    "GuardOptions",
     "GuardState",
     "Guarded",
     "GuardedFunction",
@@ -380,24 +383,31 @@ def _textual(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return all(type(value) is str or value is None for value in (*args, *kwargs.values()))
 
 
+class GuardOptions(TypedDict, total=False):
+    """The options of [`guard`][searchfuse.guard] (and of [`Guard`][searchfuse.Guard]) but
+    `on_refusal`, typed once: `guard(func, **options)` is checked against them."""
+
+    per_turn: int | None
+    min_interval: float
+    checklist: Iterable[Lookup]
+    cache: bool | str | MutableMapping[Any, Any]
+    cache_key: CacheKey
+    cooldown: float
+    router: RouterLike | None
+    inject: str | None
+    adapt: Callable[[Any], Any] | None
+    budget: TurnBudget | None
+    fuse: Fuse | None
+    clock: _clock.Clock | None
+
+
 @overload
 def guard(
     func: Callable[P, R],
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Literal["raise"] = ...,
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> Guarded[P, R]: ...
 
 
@@ -406,19 +416,8 @@ def guard(
     func: None = None,
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Literal["raise"] = ...,
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> _Decorate: ...
 
 
@@ -427,19 +426,8 @@ def guard(
     func: None = None,
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Literal["return"],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> _DecorateReturning[str]: ...
 
 
@@ -448,19 +436,8 @@ def guard(
     func: None = None,
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Callable[[SearchRefused], T],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> _DecorateReturning[T]: ...
 
 
@@ -469,19 +446,8 @@ def guard(
     func: Callable[P, Coroutine[Any, Any, R]],
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Literal["return"],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> Guarded[P, Coroutine[Any, Any, R | str]]: ...
 
 
@@ -490,19 +456,8 @@ def guard(
     func: Callable[P, R],
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Literal["return"],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> Guarded[P, R | str]: ...
 
 
@@ -511,19 +466,8 @@ def guard(
     func: Callable[P, Coroutine[Any, Any, R]],
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Callable[[SearchRefused], T],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> Guarded[P, Coroutine[Any, Any, R | T]]: ...
 
 
@@ -532,19 +476,8 @@ def guard(
     func: Callable[P, R],
     /,
     *,
-    per_turn: int | None = ...,
-    min_interval: float = ...,
-    checklist: Iterable[Lookup] = ...,
-    cache: bool | str | MutableMapping[Any, Any] = ...,
-    cache_key: CacheKey = ...,
-    cooldown: float = ...,
-    router: RouterLike | None = ...,
-    inject: str | None = ...,
-    adapt: Callable[[Any], Any] | None = ...,
     on_refusal: Callable[[SearchRefused], T],
-    budget: TurnBudget | None = ...,
-    fuse: Fuse | None = ...,
-    clock: _clock.Clock | None = ...,
+    **options: Unpack[GuardOptions],
 ) -> Guarded[P, R | T]: ...
 
 

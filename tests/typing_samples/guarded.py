@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, assert_type
 
 from searchfuse import Guard, GuardState, Router, SearchRefused, guard, guard_state
-from searchfuse.guard import tavily_tool
+from searchfuse.guard import GuardOptions, tavily_tool
 
 
 @guard
@@ -96,3 +96,24 @@ async def acheck() -> None:
     assert_type(await async_returning("q"), dict[str, Any] | str)
     assert_type(await async_plain("q"), bytes)
     assert_type(await async_handled("q"), float | int)
+
+
+# The options typed once: a dict checked as GuardOptions passes through to guard().
+
+shared: GuardOptions = {"per_turn": 2, "cache": False, "min_interval": 0.5}
+
+
+@guard(**shared)
+def with_options(query: str) -> list[str]:
+    return [query]
+
+
+assert_type(with_options("q"), list[str])
+
+
+def plain_search(query: str) -> list[str]:
+    return [query]
+
+
+returned_with_options = guard(plain_search, on_refusal="return", **shared)
+assert_type(returned_with_options("q"), list[str] | str)
