@@ -488,7 +488,7 @@ class Guard:
         """
         if isinstance(call, str):
             call = Call(call, {}, self.name)
-        return self._drive(self._flow(call.query, call.params), call.query, call.params, backend)
+        return self.drive(self.flow(call.query, call.params), call.query, call.params, backend)
 
     async def arun(
         self, call: Call | str, backend: Callable[..., Awaitable[Any]] | None = None
@@ -497,8 +497,8 @@ class Guard:
         `asearch`)."""
         if isinstance(call, str):
             call = Call(call, {}, self.name)
-        flow = self._flow(call.query, call.params)
-        return await self._adrive(flow, call.query, call.params, backend)
+        flow = self.flow(call.query, call.params)
+        return await self.adrive(flow, call.query, call.params, backend)
 
     def reset(self) -> None:
         """Forget every turn's count, close the fuse and empty the cache."""
@@ -541,17 +541,26 @@ class Guard:
         with CACHE_LOCK:
             return _lookup(cache, key) is not _MISS
 
-    def _flow(
+    # -- the building blocks of a wrapper (what `@guard` is made of) ----------------------
+
+    def count_cache_hit(self) -> None:
+        """Count a call answered from the cache before any flow ran (a wrapper's own lookup)."""
+        next(self._stats.cache_hits)
+        _telemetry.cache_hit()
+
+    def flow(
         self, query: str | None, params: Mapping[str, Any] | None, key: Hashable = _UNREAD
     ) -> _Flow:
-        """Checklist, cache / single flight, then `_search`.
+        """One call's flow: checklist, cache / single flight, then
+        [`search_flow`][searchfuse.Guard.search_flow]; run it with
+        [`drive`][searchfuse.Guard.drive] or [`adrive`][searchfuse.Guard.adrive].
 
         `query is None`: the call was not read (a bare pass-through: no
         checklist, no cache, no router mapping need it). `key`: the cache
         key, when the caller has computed it already (`None`: uncacheable).
         """
         if query is None or params is None:
-            return (yield from self._search(None))  # the shell skips this layer
+            return (yield from self.search_flow(None))  # the shell skips this layer
         if self.checklist:
             answer = yield _Consult(Call(query, params, self.name), self.checklist)
             if answer is not None:
@@ -560,12 +569,12 @@ class Guard:
         cache = self.cache
         if key is _UNREAD:
             key = self.key_or_none(query, params)
-        if self._in_chain(key):
+        if self.in_chain(key):
             # The tool calling itself with the same arguments: its own search, continued.
-            return (yield from self._search(key, again=True))
+            return (yield from self.search_flow(key, again=True))
         if cache is None or key is None:
             # No flights to wait on (no cache, or an uncacheable call): its own search.
-            return (yield from self._search(key))
+            return (yield from self.search_flow(key))
         while True:
             with CACHE_LOCK:
                 hit = _lookup(cache, key)
@@ -582,7 +591,7 @@ class Guard:
             outcome = yield _Wait(flight)
             if outcome is None:
                 # The search in flight outlived FLIGHT_WAIT: search on our own.
-                result = yield from self._search(key)
+                result = yield from self.search_flow(key)
                 with CACHE_LOCK:
                     _store(cache, key, result)
                 return result
@@ -596,7 +605,7 @@ class Guard:
             # _RETRY: the leader got no result this call can use; decide afresh.
         return (yield from self._lead(cache, key, flight))
 
-    def _in_chain(self, key: Hashable) -> bool:
+    def in_chain(self, key: Hashable) -> bool:
         """Whether the current call chain already runs this guard's search for `key`."""
         chain = _CHAIN.get()
         if not chain or key is None:
@@ -619,7 +628,7 @@ class Guard:
     def _lead(self, cache: MutableMapping[Any, Any], key: Hashable, flight: _Flight) -> _Flow:
         """Search for everyone waiting on `flight`, then tell them how it ended."""
         try:
-            result = yield from self._search(key)
+            result = yield from self.search_flow(key)
         except Exception as exc:
             with CACHE_LOCK:
                 self._flights.pop(key, None)
@@ -645,7 +654,7 @@ class Guard:
             flight.end(_SERVED, result)
         return result
 
-    def _search(self, key: Hashable, *, again: bool = False) -> _Flow:
+    def search_flow(self, key: Hashable, *, again: bool = False) -> _Flow:
         """Fuse, router availability, turn budget, then the backend once.
 
         `again`: the call chain already runs this very search (a tool
@@ -705,7 +714,7 @@ class Guard:
 
     # -- the drivers ---------------------------------------------------------------------
 
-    def _drive(
+    def drive(
         self,
         flow: _Flow,
         query: str | None,
@@ -723,7 +732,7 @@ class Guard:
             self._refused(refusal)
             raise
 
-    async def _adrive(
+    async def adrive(
         self,
         flow: _Flow,
         query: str | None,

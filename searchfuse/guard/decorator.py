@@ -26,7 +26,7 @@ from typing import (
     overload,
 )
 
-from searchfuse import _clock, _telemetry
+from searchfuse import _clock
 from searchfuse.errors import SearchRefused
 from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, search_key
 from searchfuse.guard.calls import Binder
@@ -268,7 +268,7 @@ class _Shell:
             # A bare pass-through: its arguments as they came mark its search,
             # so a retry inside the tool continues it.
             raw = (args, tuple(kwargs.items())) if kwargs else args
-            return _MISS, core._search(raw, again=core._in_chain(raw)), None, None
+            return _MISS, core.search_flow(raw, again=core.in_chain(raw)), None, None
         looks_up_first = self.looks_up_first
         seen: Hashable = None
         if looks_up_first and instance is None:
@@ -284,7 +284,7 @@ class _Shell:
                 hit = self.cached(core, key)
                 if hit is not _MISS:
                     return hit, None, None, None
-                return _MISS, core._flow(query, dict(remembered), key), query, dict(remembered)
+                return _MISS, core.flow(query, dict(remembered), key), query, dict(remembered)
         binder = self._bound if instance is not None else self._plain
         if binder is None:
             binder = self.binder(wrapped, instance)
@@ -299,7 +299,7 @@ class _Shell:
             hit = self.cached(core, key)
             if hit is not _MISS:
                 return hit, None, None, None
-        return _MISS, core._flow(query, params, key), query, params
+        return _MISS, core.flow(query, params, key), query, params
 
     @staticmethod
     def cached(core: Guard, key: Hashable) -> Any:
@@ -315,8 +315,7 @@ class _Shell:
             except Exception as exc:
                 cache_read_failed(exc)  # a miss: the flow searches
                 return _MISS
-        next(core._stats.cache_hits)
-        _telemetry.cache_hit()
+        core.count_cache_hit()
         return hit
 
     def __call__(
@@ -330,7 +329,7 @@ class _Shell:
             hit, flow, query, params = self.start(wrapped, instance, args, kwargs)
             if flow is None:
                 return hit
-            return self.core._drive(flow, query, params, self.backend(wrapped, args, kwargs))
+            return self.core.drive(flow, query, params, self.backend(wrapped, args, kwargs))
         except SearchRefused as refusal:
             return self.refused(refusal)
 
@@ -346,7 +345,7 @@ class _Shell:
             if flow is None:
                 return hit
             backend = self.backend(wrapped, args, kwargs)
-            return await self.core._adrive(flow, query, params, backend)
+            return await self.core.adrive(flow, query, params, backend)
         except SearchRefused as refusal:
             answer = self.refused(refusal)
             return await answer if inspect.isawaitable(answer) else answer
