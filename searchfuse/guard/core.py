@@ -262,6 +262,10 @@ async def _await(step: _Wait) -> Any:
     return await step.flight.await_(FLIGHT_WAIT)
 
 
+#: Result types a backend returns that are never awaitable nor generators: the
+#: sync driver hands them back without `inspect.isawaitable`'s ABC check.
+_PLAIN_RESULTS: Final = frozenset({dict, list, str, tuple, type(None), int, float, bytes})
+
 _REGISTRY: weakref.WeakSet[Guard] = weakref.WeakSet()
 _REGISTRY_LOCK = threading.Lock()
 
@@ -763,6 +767,8 @@ class Guard:
                 raise TypeError("Guard.run() needs a backend when the guard has no router")
             return router.search(query, **router_arguments(Call(query, params, self.name)))
         result = router.call(backend) if self.inject is not None and router else backend()
+        if type(result) in _PLAIN_RESULTS:
+            return result  # JSON-shaped: no awaitable, no generator (and no ABC check)
         if inspect.isawaitable(result):
             _refuse_awaitable(result, self.name)
         if isinstance(result, GeneratorType):
