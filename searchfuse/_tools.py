@@ -21,14 +21,11 @@ from searchfuse.guard.decorator import guard
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse
 from searchfuse.guard.turns import TurnBudget
+from searchfuse.providers.tavily import Depth, TimeRange, Topic
 
 __all__ = ["TavilyTool", "tavily_tool"]
 
 R_co = TypeVar("R_co", covariant=True)
-
-Topic = Literal["general", "news", "finance"]
-Depth = Literal["basic", "advanced", "fast", "ultra-fast"]
-TimeRange = Literal["day", "week", "month", "year"]
 
 
 class TavilyTool(Protocol[R_co]):

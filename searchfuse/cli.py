@@ -42,6 +42,7 @@ from searchfuse.errors import (
     SearchFailed,
     SearchRefused,
 )
+from searchfuse.providers import tavily as tavily_facts
 from searchfuse.router import Router
 from searchfuse.router.status import KeyStatus
 from searchfuse.router.tavily import MAX_QUERY_LENGTH
@@ -732,8 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--count", "-n", type=_count, default=5, help="number of results, 0-20 (default 5)"
     )
-    p.add_argument("--depth", choices=["basic", "advanced", "fast", "ultra-fast"])
-    p.add_argument("--topic", choices=["general", "news", "finance"])
+    p.add_argument("--depth", choices=tavily_facts.SEARCH_DEPTHS)
+    p.add_argument("--topic", choices=tavily_facts.TOPICS)
     json_flag(p, "print Tavily's JSON")
     p = add("reset-month", cmd_reset_month, "clear local state (cooldowns, usage figures)")
     json_flag(p)
