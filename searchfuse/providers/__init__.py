@@ -21,13 +21,18 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from searchfuse.providers._base import Provider
+from searchfuse.providers.brave import BRAVE
 from searchfuse.providers.exa import EXA
+from searchfuse.providers.searxng import SEARXNG
+from searchfuse.providers.serper import SERPER
 from searchfuse.providers.tavily import TAVILY
 
 __all__ = ["NAMES", "PROVIDERS", "Provider", "lookup"]
 
 #: Every provider by name, in the default chain order.
-PROVIDERS: Mapping[str, Provider] = MappingProxyType({p.name: p for p in (TAVILY, EXA)})
+PROVIDERS: Mapping[str, Provider] = MappingProxyType(
+    {p.name: p for p in (TAVILY, EXA, BRAVE, SERPER, SEARXNG)}
+)
 #: The providers' names, in the default chain order.
 NAMES: tuple[str, ...] = tuple(PROVIDERS)
 

@@ -17,10 +17,16 @@ import os
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from searchfuse._answers import LONE_SURROGATE, query_problem
+from searchfuse._answers import (
+    LONE_SURROGATE,
+    Outcome,
+    outcome_of_status,
+    parse_retry_after,
+    query_problem,
+)
 from searchfuse._wire import MAX_ERROR_TEXT, JSONBody, short_text, validate_base_url
 from searchfuse.errors import BadRequest, Unsupported
-from searchfuse.providers._base import Answer, Provider
+from searchfuse.providers._base import Answer, Classified, Provider
 
 __all__ = [
     "PLAIN",
@@ -28,6 +34,7 @@ __all__ = [
     "TIME_RANGE_DAYS",
     "Params",
     "base_url",
+    "classify",
     "encoded",
     "entries",
     "error_text",
@@ -221,6 +228,20 @@ def first_text(data: Any, *paths: tuple[str, ...]) -> str | None:
         if isinstance(node, str) and node.strip():
             return node
     return None
+
+
+def classify(
+    answer: Answer, now: float, table: Mapping[int, Outcome], *paths: tuple[str, ...]
+) -> Classified:
+    """The reaction-table row for `answer`: HTTP's meaning, then the provider's own
+    codes (`table`), with the server's Retry-After and its error text (read at
+    `paths`)."""
+    status = answer.status_code
+    outcome = outcome_of_status(status, table)
+    if outcome is Outcome.OK:
+        return Classified(outcome, status, "", None)  # a Retry-After says nothing here
+    retry_after = parse_retry_after(answer.headers.get("retry-after"), now)
+    return Classified(outcome, status, error_text(answer, *paths), retry_after)
 
 
 def error_text(answer: Answer, *paths: tuple[str, ...]) -> str:

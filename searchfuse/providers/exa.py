@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from searchfuse import _clock
-from searchfuse._answers import Outcome, outcome_of_status, parse_retry_after
+from searchfuse._answers import Outcome
 from searchfuse._wire import figure
 from searchfuse.errors import BadRequest
 from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
@@ -33,9 +33,9 @@ from searchfuse.providers._common import (
     SEARCH,
     TIME_RANGE_DAYS,
     Params,
+    classify,
     encoded,
     entries,
-    error_text,
     result,
     since,
     tavily_shape,
@@ -180,13 +180,7 @@ class Exa:
 
     def classify(self, answer: Answer, now: float) -> Classified:
         """Exa's reaction table: HTTP's meaning, 402 out of credits."""
-        status = answer.status_code
-        outcome = outcome_of_status(status, STATUS)
-        if outcome is Outcome.OK:
-            return Classified(outcome, status, "", None)
-        retry_after = parse_retry_after(answer.headers.get("retry-after"), now)
-        detail = error_text(answer, ("error",), ("message",), ("tag",))
-        return Classified(outcome, status, detail, retry_after)
+        return classify(answer, now, STATUS, ("error",), ("message",), ("tag",))
 
     def normalize(
         self, endpoint: str, data: dict[str, Any], body: Mapping[str, Any] | None = None
