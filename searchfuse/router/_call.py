@@ -343,7 +343,7 @@ def request_flow(
             f"{provider.title} answered {reply.status_code} with a body that is not a JSON object"
         )
     core.ledger.settle(entry, charged, provider.cost(path, body, data))
-    result = provider.normalize(path, data)
+    result = provider.normalize(path, data, body)
     result["searchfuse"] = {"served_by": provider.name, "key": entry.masked, "degraded": None}
     return result
 

@@ -37,12 +37,12 @@ from searchfuse._format import duration
 from searchfuse._sansio import Step
 from searchfuse._wire import short_text, validate_base_url
 from searchfuse.errors import (
-    BadRequest,
     ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
     Throttled,
+    Unsupported,
 )
 from searchfuse.providers import _registry as registry
 from searchfuse.providers._base import Provider
@@ -83,7 +83,7 @@ _WHY = {
 }
 
 #: A provider's core and the body it would send (or its refusal of the parameters).
-Checked = tuple[Core, Mapping[str, Any] | BadRequest]
+Checked = tuple[Core, Mapping[str, Any] | Unsupported]
 
 
 @dataclass
@@ -116,10 +116,10 @@ class Chain:
         for core in links:
             try:
                 checked.append((core, core.provider.check(endpoint, body)))
-            except BadRequest as exc:
+            except Unsupported as exc:
                 checked.append((core, exc))
-        if all(isinstance(sent, BadRequest) for _, sent in checked):
-            raise next(sent for _, sent in checked if isinstance(sent, BadRequest))
+        if all(isinstance(sent, Unsupported) for _, sent in checked):
+            raise next(sent for _, sent in checked if isinstance(sent, Unsupported))
         return checked
 
     def flow(
@@ -135,7 +135,7 @@ class Chain:
         failure: Exception | None = None
         for i, (core, sent) in enumerate(checked):
             last = i == len(checked) - 1
-            if isinstance(sent, BadRequest):
+            if isinstance(sent, Unsupported):
                 if last:
                     assert failure is not None  # `check` refused a body no link can send
                     raise failure
@@ -252,7 +252,7 @@ def build(
             timeout=wiring.timeout,
             transport=wiring.transport,
             async_transport=wiring.async_transport,
-            url_keyed=registry.PROVIDERS[name].url_keyed,
+            url_keyed=provider.key_is_url,
         )
         breaker = Breaker(wiring.breaker_threshold)
         fb = fallback if last else None

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from searchfuse import CooldownActive, RateLimited, Router, Throttled
+from searchfuse.errors import Unsupported
 from searchfuse.providers import _registry
 from searchfuse.providers.tavily import Tavily
 from searchfuse.testing import FakeClock, FakeTavily
@@ -256,3 +257,30 @@ def test_two_processes_sharing_sqlite_follow_the_rule_on_429(
         assert '"served_by": "exa"' in one and '"served_by": "exa"' in two
         assert len(first.searches) == 1  # the hold kept the second process off Tavily
         assert len(second.searches) == 2
+
+
+BRAVE_KEY = "BSAtest0000000000000000000000b1"
+
+
+@MODES
+def test_a_parameter_a_provider_cannot_honour_passes_it_over_for_that_call(
+    servers: Any, fake_clock: FakeClock, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    first, url, _, _ = servers
+    # Nothing may reach Brave: its address is a closed loopback port.
+    keys = {"brave": [BRAVE_KEY], "tavily": [TAVILY_KEY]}
+    router = Router(keys, base_url=url, base_urls={"brave": "http://127.0.0.1:9"}, clock=fake_clock)
+    kw: dict[str, Any] = {"topic": "news"}
+    result = router.search("q", **kw) if mode == "sync" else asyncio.run(router.asearch("q", **kw))
+    assert result["searchfuse"]["served_by"] == "tavily"
+    assert result["searchfuse"]["degraded"] == {
+        "from": "brave",
+        "reason": "unsupported",
+        "serving": "tavily",
+    }
+    assert [r.body.get("topic") for r in first.searches] == ["news"]
+    assert _moves(caplog) == []  # a per-call skip, not a provider going down
+    alone = Router({"brave": [BRAVE_KEY]}, base_urls={"brave": "http://127.0.0.1:9"})
+    with pytest.raises(Unsupported) as raised:
+        alone.search("q", topic="news")
+    assert raised.value.provider == "brave" or "brave" in str(raised.value).lower()
