@@ -16,7 +16,7 @@ import httpx
 from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _deadline
+from searchfuse.router import _admin, _chain, _chainview, _deadline
 from searchfuse.router._call import call_flow
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
@@ -320,29 +320,31 @@ class Router:
         runs, [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is
         cooling, exhausted or disabled.
         """
-        _admin.ensure_available(self._core)
+        _chainview.ensure_available(self._chain.cores)
 
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
-        return _admin.status(self._core)
+        return _chainview.status(self._chain.cores)
 
-    def test_keys(self) -> list[ProbeResult]:
-        """Ask `/usage` for every key, one at a time (no search credits), and refresh the
-        state; keys whose `/usage` budget (10 per 10 minutes) is used up are skipped."""
-        return drive(self._core, _admin.probe_flow(self._core))
+    def test_keys(self, spend: bool = False) -> list[ProbeResult]:
+        """Check every key with its provider's free probe, one at a time (Tavily `/usage`,
+        SearXNG `/healthz`), and refresh the state; keys whose probe budget is used up
+        are skipped. A provider without a free probe is noted "not probed: a probe
+        costs a search", unless `spend=True` (then a one-result search per key)."""
+        return drive(self._core, _chainview.probe_flow(self._chain.cores, spend))
 
-    async def atest_keys(self) -> list[ProbeResult]:
+    async def atest_keys(self, spend: bool = False) -> list[ProbeResult]:
         """Async twin of [`test_keys`][searchfuse.Router.test_keys] (still one key at a time)."""
-        return await adrive(self._core, _admin.probe_flow(self._core))
+        return await adrive(self._core, _chainview.probe_flow(self._chain.cores, spend))
 
     def diagnose(self, probe: bool = False) -> Diagnosis:
         """Explain, in verification order (state, cooldown, quota, probe, verdict), whether
         and why the keys can serve; `probe=True` asks each key's `/usage` first."""
-        return drive(self._core, _admin.diagnose_flow(self._core, probe))
+        return drive(self._core, _chainview.diagnose_flow(self._chain.cores, probe))
 
     async def adiagnose(self, probe: bool = False) -> Diagnosis:
         """Async twin of [`diagnose`][searchfuse.Router.diagnose] (still one key at a time)."""
-        return await adrive(self._core, _admin.diagnose_flow(self._core, probe))
+        return await adrive(self._core, _chainview.diagnose_flow(self._chain.cores, probe))
 
     def shared_cache(
         self, *, ttl: float = 900.0, maxsize: int = 256

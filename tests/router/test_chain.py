@@ -284,3 +284,51 @@ def test_a_parameter_a_provider_cannot_honour_passes_it_over_for_that_call(
     with pytest.raises(Unsupported) as raised:
         alone.search("q", topic="news")
     assert raised.value.provider == "brave" or "brave" in str(raised.value).lower()
+
+
+def test_status_test_keys_and_diagnosis_speak_per_provider(fake_clock: FakeClock) -> None:
+    """Exa has no free probe: test_keys says so and sends nothing, unless told to spend."""
+    import httpx
+
+    from searchfuse.providers.exa import EXA
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setitem(_registry._loaded, "exa", EXA)
+    tavily = FakeTavily(keys=[TAVILY_KEY], clock=fake_clock)
+    exa_seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "exa.test":
+            exa_seen.append(request)
+            return httpx.Response(200, json={"results": [], "costDollars": {"total": 0.005}})
+        return tavily.handle(request)
+
+    try:
+        router = Router(
+            {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]},
+            base_urls={"exa": "http://exa.test"},
+            transport=httpx.MockTransport(handle),
+            clock=fake_clock,
+        )
+        assert [(s.provider, s.key) for s in router.status()] == [
+            ("tavily", "tvly-dev-…0001"),
+            ("exa", "…e5a1"),
+        ]
+        probed = {r.provider: r for r in router.test_keys()}
+        assert probed["tavily"].ok and [r.path for r in tavily.requests] == ["/usage"]
+        assert probed["exa"].note == "not probed: a probe costs a search"
+        assert exa_seen == []
+        spent = {r.provider: r for r in router.test_keys(spend=True)}
+        assert spent["exa"].ok and len(exa_seen) == 1
+        assert exa_seen[0].headers["x-api-key"] == EXA_KEY
+        tavily.revoke(TAVILY_KEY)
+        fake_clock.advance(700)
+        diagnosis = router.diagnose(probe=True)
+        assert diagnosis.by_provider == {"tavily": "auth", "exa": "healthy"}
+        assert diagnosis.verdict == "healthy"
+        evidence = diagnosis.step("state").evidence
+        assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
+        text = str(diagnosis) + repr(diagnosis.to_dict())
+        assert TAVILY_KEY not in text and EXA_KEY not in text
+    finally:
+        monkey.undo()
