@@ -43,6 +43,7 @@ from searchfuse.router.state._model import (
     rolled_key,
     rollover,
 )
+from searchfuse.router.state._trust import future_slot, newest_ring
 
 __all__ = ["RedisStore", "redacted_url"]
 
@@ -159,20 +160,36 @@ class _Tx(TxState):
             self.touched_rings.add(name)
         size, seq = self._pipe.hmget(key, "size", "seq")
         try:
-            return key, int(size), int(seq)
+            stored, position = int(size), int(seq)
         except (TypeError, ValueError):
             return key, None, 0
+        if stored < 1 or position < 0:
+            return key, None, 0
+        return key, stored, position
+
+    def _times(self, key: str, name: str) -> dict[str, float | None]:
+        """The log's slot fields and their times (only the fields really stored)."""
+        where = f"pacing log {name}"
+        return {
+            field: optional_number(value, where)
+            for field, value in self._pipe.hgetall(key).items()
+            if field[:1] == "s" and field[1:].isdigit()
+        }
 
     def ring(self, name: str, size: int) -> Ring:
+        return self._sized(name, size, math.inf)
+
+    def _sized(self, name: str, size: int, now: float) -> Ring:
         key, stored, seq = self._ring(name)
-        ring = Ring(stored or size, seq)
-        if stored:
-            raw = self._pipe.hgetall(key)
-            for i in range(stored):
-                if f"s{i}" in raw:
-                    ring.set(i, optional_number(raw[f"s{i}"], f"pacing log {name}"))
-        if ring.size != size:
-            ring = ring.resized(size)
+        times = self._times(key, name) if stored else {}
+        if stored == size:
+            ring = Ring(size, seq)
+            for field, t in times.items():
+                if int(field[1:]) < size:
+                    ring.set(int(field[1:]), t)
+        else:
+            # From the times really stored, never a loop over the stored size.
+            ring = newest_ring(name, times.values(), size, now)
             fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
             fields.update(size=str(size), seq=str(ring.seq))
             self.pending.append(lambda p: (p.delete(key), p.hset(key, mapping=fields)))
@@ -182,11 +199,16 @@ class _Tx(TxState):
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         key, stored, seq = self._ring(name)
         if stored != limit:
-            resized = self.ring(name, limit)  # its rewrite is queued for MULTI
+            resized = self._sized(name, limit, now)  # its rewrite is queued for MULTI
             seq = resized.seq
             oldest = resized.get(seq % limit)
         else:
             oldest = optional_number(self._pipe.hget(key, f"s{seq % limit}"), f"pacing log {name}")
+            if future_slot(name, oldest, now):
+                # Not believed past now, here and in every other slot of the log.
+                late = {f: repr(now) for f, t in self._times(key, name).items() if t and t > now}
+                self.pending.append(lambda p: p.hset(key, mapping=late))
+                oldest = now
         slot = seq % limit
         if oldest is not None and oldest + window > now:
             return oldest + window - now
