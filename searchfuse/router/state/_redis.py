@@ -43,6 +43,7 @@ from searchfuse.router.state._model import (
     rolled_key,
     rollover,
 )
+from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
 from searchfuse.router.state._trust import future_slot, newest_ring
 
 __all__ = ["RedisStore", "redacted_url"]
@@ -322,16 +323,35 @@ class RedisStore(Store):
         )
 
     def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        for attempt in range(2):
+            try:
+                return fn(*args, **kwargs)
+            except self._redis.WatchError:
+                raise
+            except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+                raise self._unavailable(exc) from None
+            except self._redis.ResponseError as exc:
+                # A key of ours holding another type: reset it (named in the log), once.
+                if attempt or not wrong_type(exc) or not self._reset_wrong_types():
+                    raise self._answered(exc) from None
+            except self._redis.RedisError as exc:
+                raise self._answered(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reset_wrong_types(self) -> list[str]:
         try:
-            return fn(*args, **kwargs)
-        except self._redis.WatchError:
-            raise
+            return reset_wrong_types(self.client, self.ns)
         except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
             raise self._unavailable(exc) from None
         except self._redis.RedisError as exc:
-            raise StoreUnavailable(
-                self.url, f"answered an error ({type(exc).__name__})", "check the server"
-            ) from None
+            raise self._answered(exc) from None
+
+    def _answered(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            self.url,
+            f"answered an error ({type(exc).__name__}: {str(exc)[:120]})",
+            "check the server",
+        )
 
     # -- transactions ---------------------------------------------------------------------
 
