@@ -10,6 +10,7 @@ from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._trust import clamp_slots, newest_ring
 
 __all__ = ["Changes", "Store", "TxState"]
 
@@ -186,8 +187,15 @@ class TxState(State):
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         before = self.rings.get(name)
+        clamped = False
+        if before is not None:
+            if before.size != limit:
+                # Resized from the times really kept, never from the stored size.
+                self.rings[name] = newest_ring(name, before.slots, limit, now)
+            else:
+                clamped = clamp_slots(before, name, now)
         wait = super().take(name, limit, window, now)
-        if wait <= 0 or self.rings.get(name) is not before:
+        if wait <= 0 or clamped or self.rings.get(name) is not before:
             self.rings_changed = True
         return wait
 

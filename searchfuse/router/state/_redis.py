@@ -29,7 +29,9 @@ from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._month import month_of, rolled_key, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State
+from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._trust import future_slot, newest_ring
 from searchfuse.router.state._values import (
     _warn,
     account_from_fields,
@@ -155,20 +157,36 @@ class _Tx(TxState):
             self.touched_rings.add(name)
         size, seq = self._pipe.hmget(key, "size", "seq")
         try:
-            return key, int(size), int(seq)
+            stored, position = int(size), int(seq)
         except (TypeError, ValueError):
             return key, None, 0
+        if stored < 1 or position < 0:
+            return key, None, 0
+        return key, stored, position
+
+    def _times(self, key: str, name: str) -> dict[str, float | None]:
+        """The log's slot fields and their times (only the fields really stored)."""
+        where = f"pacing log {name}"
+        return {
+            field: optional_number(value, where)
+            for field, value in self._pipe.hgetall(key).items()
+            if field[:1] == "s" and field[1:].isdigit()
+        }
 
     def ring(self, name: str, size: int) -> Ring:
+        return self._sized(name, size, math.inf)
+
+    def _sized(self, name: str, size: int, now: float) -> Ring:
         key, stored, seq = self._ring(name)
-        ring = Ring(stored or size, seq)
-        if stored:
-            raw = self._pipe.hgetall(key)
-            for i in range(stored):
-                if f"s{i}" in raw:
-                    ring.set(i, optional_number(raw[f"s{i}"], f"pacing log {name}"))
-        if ring.size != size:
-            ring = ring.resized(size)
+        times = self._times(key, name) if stored else {}
+        if stored == size:
+            ring = Ring(size, seq)
+            for field, t in times.items():
+                if int(field[1:]) < size:
+                    ring.set(int(field[1:]), t)
+        else:
+            # From the times really stored, never a loop over the stored size.
+            ring = newest_ring(name, times.values(), size, now)
             fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
             fields.update(size=str(size), seq=str(ring.seq))
             self.pending.append(lambda p: (p.delete(key), p.hset(key, mapping=fields)))
@@ -178,11 +196,16 @@ class _Tx(TxState):
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         key, stored, seq = self._ring(name)
         if stored != limit:
-            resized = self.ring(name, limit)  # its rewrite is queued for MULTI
+            resized = self._sized(name, limit, now)  # its rewrite is queued for MULTI
             seq = resized.seq
             oldest = resized.get(seq % limit)
         else:
             oldest = optional_number(self._pipe.hget(key, f"s{seq % limit}"), f"pacing log {name}")
+            if future_slot(name, oldest, now):
+                # Not believed past now, here and in every other slot of the log.
+                late = {f: repr(now) for f, t in self._times(key, name).items() if t and t > now}
+                self.pending.append(lambda p: p.hset(key, mapping=late))
+                oldest = now
         slot = seq % limit
         if oldest is not None and oldest + window > now:
             return oldest + window - now
@@ -296,16 +319,35 @@ class RedisStore(Store):
         )
 
     def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        for attempt in range(2):
+            try:
+                return fn(*args, **kwargs)
+            except self._redis.WatchError:
+                raise
+            except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+                raise self._unavailable(exc) from None
+            except self._redis.ResponseError as exc:
+                # A key of ours holding another type: reset it (named in the log), once.
+                if attempt or not wrong_type(exc) or not self._reset_wrong_types():
+                    raise self._answered(exc) from None
+            except self._redis.RedisError as exc:
+                raise self._answered(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reset_wrong_types(self) -> list[str]:
         try:
-            return fn(*args, **kwargs)
-        except self._redis.WatchError:
-            raise
+            return reset_wrong_types(self.client, self.ns)
         except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
             raise self._unavailable(exc) from None
         except self._redis.RedisError as exc:
-            raise StoreUnavailable(
-                self.url, f"answered an error ({type(exc).__name__})", "check the server"
-            ) from None
+            raise self._answered(exc) from None
+
+    def _answered(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            self.url,
+            f"answered an error ({type(exc).__name__}: {str(exc)[:120]})",
+            "check the server",
+        )
 
     # -- transactions ---------------------------------------------------------------------
 

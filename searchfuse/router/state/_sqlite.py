@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -37,6 +38,7 @@ from searchfuse.router.state._records import (
     copied,
 )
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._trust import future_slot, newest_ring
 from searchfuse.router.state._values import (
     ACCOUNT_FIELDS,
     KEY_FIELDS,
@@ -199,7 +201,7 @@ class _Tx(TxState):
         )
 
     def ring(self, name: str, size: int) -> Ring:
-        return _ring_sized(self._conn, name, size)
+        return _ring_sized(self._conn, name, size, math.inf)
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return _take(self._conn, name, limit, window, now)
@@ -227,7 +229,7 @@ def _take(
             conn.execute("INSERT INTO rings (name, size, seq) VALUES (?, ?, 0)", (name, limit))
             seq = 0
         else:
-            seq = _ring_sized(conn, name, limit).seq
+            seq = _ring_sized(conn, name, limit, now).seq
         found = conn.execute(
             "SELECT t FROM ring_slots WHERE name = ? AND slot = ?", (name, seq % limit)
         ).fetchone()
@@ -236,6 +238,10 @@ def _take(
         seq, stored = int(row[1]), row[2]
     slot = seq % limit
     oldest = optional_number(stored, f"pacing log {name}")
+    if future_slot(name, oldest, now):
+        # Not believed past now, here and in every other slot of the log.
+        conn.execute("UPDATE ring_slots SET t = ? WHERE name = ? AND t > ?", (now, name, now))
+        oldest = now
     if oldest is not None and oldest + window > now:
         return oldest + window - now
     conn.execute(
@@ -245,24 +251,29 @@ def _take(
     return 0.0
 
 
-def _ring_sized(conn: sqlite3.Connection, name: str, size: int) -> Ring:
+def _ring_sized(conn: sqlite3.Connection, name: str, size: int, now: float) -> Ring:
     """Pacing log `name`, resized to `size` slots if it has another size.
 
     Loads the whole log: only for a resize or an inspection (`_take` is O(1)).
+    A resize reads at most `size` stored times, whatever size the row claims.
     """
     row = conn.execute("SELECT size, seq FROM rings WHERE name = ?", (name,)).fetchone()
-    ring = _load_ring(conn, name, row)
-    if ring.size != size:
-        ring = ring.resized(size)
-        conn.execute("DELETE FROM ring_slots WHERE name = ?", (name,))
-        conn.executemany(
-            "INSERT INTO ring_slots (name, slot, t) VALUES (?, ?, ?)",
-            [(name, i, t) for i, t in enumerate(ring.slots) if t is not None],
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO rings (name, size, seq) VALUES (?, ?, ?)",
-            (name, ring.size, ring.seq),
-        )
+    if row is not None and row[0] == size and _positive_int(row[1], zero=True):
+        return _load_ring(conn, name, row)
+    times = conn.execute(
+        "SELECT t FROM ring_slots WHERE name = ? ORDER BY t DESC LIMIT ?", (name, size)
+    )
+    where = f"pacing log {name}"
+    ring = newest_ring(name, (optional_number(t, where) for (t,) in times), size, now)
+    conn.execute("DELETE FROM ring_slots WHERE name = ?", (name,))
+    conn.executemany(
+        "INSERT INTO ring_slots (name, slot, t) VALUES (?, ?, ?)",
+        [(name, i, t) for i, t in enumerate(ring.slots) if t is not None],
+    )
+    conn.execute(
+        "INSERT OR REPLACE INTO rings (name, size, seq) VALUES (?, ?, ?)",
+        (name, ring.size, ring.seq),
+    )
     return ring
 
 
