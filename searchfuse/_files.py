@@ -22,6 +22,7 @@ __all__ = [
     "backup",
     "clean_stale_temps",
     "is_own_temp",
+    "set_aside",
     "temp_pattern",
     "timestamp",
 ]
@@ -135,6 +136,42 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def set_aside(path: Path, epoch: float, label: str = "corrupt") -> Path | None:
+    """Move `path` to `<name>.<label>.<timestamp>` beside it (mode 0600) and return
+    the new path; None if `path` is gone (another process moved it first).
+
+    Never overwrites: the new name is linked first, which fails if it exists,
+    and only then is the old name removed.
+    """
+    path = Path(path)
+    base = path.with_name(f"{path.name}.{label}.{timestamp(epoch)}")
+    while True:
+        target = _free_name(base)
+        try:
+            os.link(path, target)
+        except FileExistsError:
+            continue  # taken since it was checked: the next free name
+        except FileNotFoundError:
+            return None
+        except OSError:
+            # No hard links here (some network and FAT file systems): a rename
+            # to a name checked free a moment ago.
+            if target.exists():
+                continue
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                return None
+            break
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            break
+    with contextlib.suppress(OSError):
+        os.chmod(target, PRIVATE)
+    return target
 
 
 def backup(path: Path, epoch: float) -> Path:

@@ -68,7 +68,14 @@ def test_state_file_is_private_and_holds_no_key(
 
 @pytest.mark.parametrize(
     "content",
-    [b"{not json", b"[1, 2, 3]", b'{"month": 5}', b"\xff\xfe", b'{"month": "2026-01", "keys": []}'],
+    # Damaged files of searchfuse's own are set aside instead (tests/faults/test_damaged_state.py).
+    [
+        b"{not json",
+        b"[1, 2, 3]",
+        b'{"version": 5}',
+        b"\xff\xfe",
+        b'{"keys": ["tvly-dev-test0001"]}',
+    ],
 )
 def test_a_file_that_is_not_state_is_a_config_error_and_stays_untouched(
     content: bytes, clock: FakeClock, state_file: Path

@@ -34,6 +34,7 @@ from searchfuse.router.state._codec import looks_like_state, state_from_json, st
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 from searchfuse.router.state._records import State, copied
+from searchfuse.router.state._repair import damage_of_json, json_or_none, move_aside
 from searchfuse.router.state._ring import Ring
 
 __all__ = ["JsonFileStore"]
@@ -443,6 +444,7 @@ class JsonFileStore(Store):
         #: only into the file it read.
         self._read_ident: tuple[int, int] | None = None
         self._told_torn = False
+        self._told_damaged = False
         #: Per section, per name: the record last saved and its line in the file.
         self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
         if self.path.is_dir():
@@ -506,14 +508,44 @@ class JsonFileStore(Store):
         self._read_ident = ident
         return raw.rstrip()
 
-    def _decode(self, raw: bytes) -> dict[str, Any]:
+    def _decode(self, raw: bytes, again: bool = True) -> dict[str, Any]:
+        parsed, data = json_or_none(raw)
+        if parsed and looks_like_state(data):
+            return data  # type: ignore[no-any-return]
+        why = damage_of_json(raw, data, parsed)
+        if why is None:
+            raise not_state(
+                self.path,
+                "it holds other JSON, perhaps a keys file" if parsed else "it is not JSON",
+            )
+        return self._repair(raw, why, again)
+
+    def _repair(self, raw: bytes, why: str, again: bool) -> dict[str, Any]:
+        """Set aside a damaged file of ours (under the exclusive lock, if it still
+        holds `raw`) and go on from empty state."""
+        empty: dict[str, Any] = {"month": ""}
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            raise not_state(self.path, "it is not JSON") from None
-        if not looks_like_state(data):
-            raise not_state(self.path, "it holds other JSON, perhaps a keys file")
-        return data  # type: ignore[no-any-return]
+            with self._locked():
+                now = self._bytes()
+                if now is not None and now != raw and again:
+                    return self._decode(now, again=False)  # replaced meanwhile
+                if now is not None:
+                    move_aside(self.path, why)
+        except (OSError, StoreUnavailable) as exc:
+            # A folder this user cannot write (a read-only status): the file
+            # stays, and this process reads it as empty state.
+            if self._told_damaged:
+                return empty
+            self._told_damaged = True
+            log.warning(
+                "%s is searchfuse state but damaged (%s); it could not be moved aside (%s), "
+                "so it is read as empty state",
+                self.path.name,
+                why,
+                getattr(exc, "strerror", None) or exc,
+            )
+        self._read_ident = None
+        return empty
 
     def _raw(self) -> dict[str, Any] | None:
         raw = self._bytes()

@@ -16,12 +16,15 @@ import json
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from searchfuse._files import set_aside
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._codec import looks_like_state, state_from_json
@@ -37,6 +40,7 @@ from searchfuse.router.state._records import (
     State,
     copied,
 )
+from searchfuse.router.state._repair import move_aside, own_sqlite_file
 from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._trust import future_slot, newest_ring
 from searchfuse.router.state._values import (
@@ -423,6 +427,18 @@ def _meta_counters_bad(row: tuple[Any, ...]) -> bool:
     return not (_positive_int(row[3], zero=True) and _positive_int(row[4], zero=True))
 
 
+#: What SQLite says about a file whose pages it cannot read.
+_DAMAGE = re.compile(r"malformed|not a database|disk image|corrupt")
+
+
+class _Damaged(Exception):
+    """A database of ours that SQLite cannot read (`why`)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class SqliteStore(Store):
     """Router state in an SQLite file shared by every process on the machine.
 
@@ -452,12 +468,38 @@ class SqliteStore(Store):
         self._log: list[tuple[int, dict[str, KeyState], dict[str, AccountUsage]]] = []
         self._log_base: tuple[Any, Any] | None = None
         self._check_path()
+        #: Opening: a damaged database of ours found now is set aside and made again.
+        self._opening = True
+        try:
+            self._open()
+        except _Damaged as damaged:
+            # Ours, and SQLite cannot read it: state is a cache, so it is set
+            # aside (with its WAL, which belongs to it) and made again.
+            self._close_connections()
+            if move_aside(self.path, damaged.why) is not None:
+                for suffix, label in (("-wal", "corrupt"), ("-shm", "")):
+                    side = Path(f"{self.path}{suffix}")
+                    if label:
+                        set_aside(side, time.time(), label)
+                    else:
+                        with contextlib.suppress(OSError):
+                            side.unlink()
+            self._open()
+
+    def _open(self) -> None:
         self._created = self._create_file()
         conn = self._conn()
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             if tables and "searchfuse_meta" not in tables:
                 raise not_state(self.path, "it is an SQLite database of another program")
+            if tables and not self._created:
+                # A damaged page may lie anywhere: find it now, while it can be
+                # set aside, rather than in the middle of a search.
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    found = " ".join(" ".join(map(str, problems)).split())
+                    raise _Damaged(f"SQLite's check found: {found[:300]}")
             if not tables:
                 # Small pages for a new file (no effect on an existing one): a
                 # search rewrites a few short rows, and each commit appends every
@@ -469,6 +511,15 @@ class SqliteStore(Store):
             raise self._error(exc) from None
         with self._transaction() as conn:
             self._init_schema(conn)
+        self._opening = False
+
+    def _close_connections(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path.name!r})"
@@ -528,9 +579,18 @@ class SqliteStore(Store):
                 f"another process held its write lock for more than {self.busy_timeout:g} s",
                 "check for a stuck process using this state file, or raise busy_timeout",
             )
-        if isinstance(exc, sqlite3.DatabaseError) and (
-            "not a database" in text or "malformed" in text or "no such" in text
-        ):
+        if isinstance(exc, sqlite3.DatabaseError) and _DAMAGE.search(text):
+            if not own_sqlite_file(self.path):
+                return not_state(self.path, f"SQLite says: {text}")
+            if self._opening:
+                return _Damaged(f"SQLite says: {text}")
+            return StoreUnavailable(
+                self.path.name,
+                f"it was damaged while in use (SQLite says: {text})",
+                "start searchfuse again: a damaged state database of its own is set aside "
+                "and made again when it is opened",
+            )
+        if isinstance(exc, sqlite3.DatabaseError) and "no such" in text:
             return not_state(self.path, f"SQLite says: {text}")
         return StoreUnavailable(self.path.name, f"SQLite error: {text}", "check the disk and path")
 
