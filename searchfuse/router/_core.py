@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from searchfuse._wire import short_text
@@ -20,6 +20,7 @@ from searchfuse.router._breaker import Breaker
 from searchfuse.router._http import HTTP
 from searchfuse.router._ledger import Ledger
 from searchfuse.router._options import RouterOptions
+from searchfuse.router._spend import Spend
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 
@@ -41,6 +42,8 @@ class Core:
     environ: Mapping[str, str]
     fallback: Callable[..., Any] | None = None
     scrub: Callable[[str], str] = str
+    #: The router's budgets and prices (none: nothing is counted).
+    spend: Spend = field(default_factory=lambda: Spend(None, None))
 
     def fallback_name(self) -> str:
         """The fallback's name, for logs and `result["searchfuse"]`."""

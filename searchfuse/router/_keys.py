@@ -15,6 +15,7 @@ from typing import Any
 
 from searchfuse._secrets import fingerprint, mask, redact
 from searchfuse.errors import ConfigError
+from searchfuse.providers._prices import key_price
 from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
 from searchfuse.router.tavily import DEV_KEY_PREFIX, DEV_RPM, PROD_RPM
 
@@ -33,7 +34,7 @@ _QUOTES = "\"'`\u2018\u2019\u201c\u201d"
 #: What a key may contain: printable ASCII without spaces, quotes or separators.
 _KEY_CHARS = re.compile(r"[!#-&(-+\--:<-~]+")
 _KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
-_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm"}
+_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm", "price"}
 
 
 def _shown(value: Any) -> str:
@@ -69,6 +70,8 @@ class KeyEntry:
     #: Requests per minute this key may send (`None`: `SEARCHFUSE_RPM`, else
     #: Tavily's published limit for the kind of key, see `key_rpm`).
     rpm: int | None = None
+    #: USD per credit (or per request) for budgets in `usd` (`None`: the list price).
+    price: float | None = None
 
     # Computed once: selection reads them for every key on every search.
     @functools.cached_property
@@ -325,7 +328,8 @@ def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
             )
         extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
         rpm = _rpm(item.get("rpm"), source, f"{where}.rpm")
-        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm=rpm)
+        price = key_price(item.get("price"), source, f"{where}.price")
+        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm=rpm, price=price)
     else:
         raise ConfigError(
             source,
@@ -380,6 +384,7 @@ def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
                     "notes": item.notes,
                     "disabled": item.disabled,
                     "rpm": item.rpm,
+                    "price": item.price,
                 }
             )
         else:

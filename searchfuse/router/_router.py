@@ -15,6 +15,7 @@ import httpx
 
 from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
+from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
 from searchfuse.providers.tavily import TAVILY, resolve_base_url
 from searchfuse.router import _admin, _deadline
@@ -33,6 +34,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
+from searchfuse.router._spend import Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -112,6 +114,11 @@ class Router:
         breaker_threshold: upstream failures in a row (5xx, timeouts, no
             connection) after which the whole router pauses for
             `cooldown_minutes` (default 6).
+        budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
+            counted with each grant (see `spend_scope`); over one, a call raises
+            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
+        prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
+            prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
 
     def __init__(
@@ -134,6 +141,8 @@ class Router:
         deadline: float | None = DEFAULT_DEADLINE,
         max_keys_per_call: int = DEFAULT_MAX_KEYS_PER_CALL,
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
+        budgets: Sequence[Budget] | None = None,
+        prices: Mapping[str, float] | None = None,
     ) -> None:
         environ: Mapping[str, str] = self.__dict__.pop("_environ", os.environ)
         missing: str | None = self.__dict__.pop("_missing", None)
@@ -149,10 +158,9 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
-        if fallback is not None and not keys:
-            self.config = Config((), source=missing or "Router(keys=[])")
-        else:
-            self.config = keys_from(keys)
+        spend = Spend(budgets, prices)  # checked before anything is opened
+        empty = fallback is not None and not keys
+        self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
         self.options = options = options.cooled(minutes)
         self._rpm = {entry.fingerprint: key_rpm(entry, environ) for entry in self.config.keys}
@@ -170,6 +178,7 @@ class Router:
         self._core = Core(
             options, ledger, TAVILY, self.http, breaker, secrets, environ, fallback, self._scrub
         )
+        self._core.spend = spend
         self.fallback = fallback
         _admin.warn_if_degraded(self._core, self.config.source, missing)
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from searchfuse._secrets import redact
+from searchfuse.router.state import _budgets as budgets
+from searchfuse.router.state._budgets import Line, Tally
 
 __all__ = [
     "STATE_VERSION",
@@ -355,6 +357,8 @@ class State:
     hold_key: str | None = None
     #: Pacing logs by name (`"search:<fp>"`, `"usage:<fp>"`).
     rings: dict[str, Ring] = field(default_factory=dict)
+    #: Budget tallies by name (see `state/_budgets.py`); they carry their own period.
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     def hold_left(self, now: float) -> float:
         """Seconds the router-wide rate-limit hold still runs (0.0 when none)."""
@@ -389,6 +393,14 @@ class State:
         """Count one event in pacing log `name` if at most `limit` then fall in any
         `window` seconds; returns 0.0 when counted, else the seconds until it would fit."""
         return self.ring(name, limit).take(window, now)
+
+    def tally(self, name: str) -> Tally | None:
+        """Budget tally `name` (`None`: never counted)."""
+        return self.tallies.get(name)
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        """Replace budget tally `name` (a store may write it at once)."""
+        self.tallies[name] = tally
 
     # -- changes ---------------------------------------------------------------------
 
@@ -574,6 +586,7 @@ def rolled(state: State, month: str, now: float) -> State:
         hold_until=state.hold_until if held else None,
         hold_key=state.hold_key if held else None,
         rings=state.rings,
+        tallies=state.tallies,
     )
 
 
@@ -731,6 +744,9 @@ def state_to_json(state: State) -> dict[str, Any]:
             n: {"size": r.size, "seq": r.seq, "times": _pack_times(r.slots)}
             for n, r in sorted(state.rings.items())
         },
+        "tallies": {
+            n: {"period": t.period, "used": t.used} for n, t in sorted(state.tallies.items())
+        },
     }
 
 
@@ -785,7 +801,27 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
         hold_until=optional_number(data.get("hold_until"), "hold_until", warn),
         hold_key=optional_text(data.get("hold_key"), "hold_key", warn),
         rings=rings,
+        tallies=_tallies_from_json(data.get("tallies"), warn),
     )
+
+
+def tally_from_fields(period: Any, used: Any, where: str, warn: Callable[[str], None]) -> Tally:
+    """A stored budget tally; a bad one is reset to nothing used, with a warning."""
+    number = optional_number(used, f"{where} used", warn)
+    if not isinstance(period, str) or number is None or number < 0 or not math.isfinite(number):
+        warn(f"{where}: malformed; reset")
+        return Tally(period if isinstance(period, str) else "", 0.0)
+    return Tally(period, number)
+
+
+def _tallies_from_json(raw: Any, warn: Callable[[str], None]) -> dict[str, Tally]:
+    out: dict[str, Tally] = {}
+    for name, item in raw.items() if isinstance(raw, dict) else ():
+        fields_ = item if isinstance(item, dict) else {}
+        out[str(name)] = tally_from_fields(
+            fields_.get("period"), fields_.get("used"), f"budget {name}", warn
+        )
+    return out
 
 
 def _pack_times(slots: list[float | None]) -> str:
@@ -873,6 +909,10 @@ class Grant:
     #: The store decided on records it knew to be current: nothing was
     #: written by another process (or store) since its own last write.
     fresh: bool = False
+    #: With `"ok"`: the budget lines counted, each with its use including this call.
+    spent: tuple[Line, ...] = ()
+    #: With `"budget"`: the line this call would have taken over its limit.
+    over: Line | None = None
 
 
 GRANTED = Grant("ok")
@@ -905,14 +945,22 @@ def acquire(
     window: float,
     honour_hold: bool,
     charge: Charge | None = None,
+    spend: tuple[Line, ...] = (),
 ) -> Grant:
-    """Check the hold and the key, then count the search in the key's pacing log.
+    """Check the budgets, the hold and the key, then count the search in the key's
+    pacing log (and, with `spend`, on its budget tallies).
 
     Runs inside one transaction, so the hold another process wrote with its
     park, and the pacing every process shares, are seen before anything is sent.
     With `charge`, a granted search is also counted (and its expected credits):
     the router refunds it if the search is not served.
     """
+    if spend:
+        # First: a spent budget is the answer whatever the keys say (waiting
+        # for a cooldown would not help the caller).
+        refused = budgets.over(state, spend)
+        if refused is not None:
+            return Grant("budget", refused.wait(now), over=refused)
     if honour_hold:
         left = state.hold_left(now)
         if left > 0:
@@ -926,7 +974,10 @@ def acquire(
         wait = state.take(search_log(fp), rpm, window, now)
         if wait > 0:
             return Grant("paced", wait)
+    spent = budgets.charge(state, spend) if spend else ()
     if charge is not None:
         clean = state.charge(charge.fp, charge.account_id, charge.account, charge.credits, now)
+        if spent:
+            return Grant("ok", clean=clean, spent=spent)
         return GRANTED_CLEAN if clean else GRANTED
-    return GRANTED
+    return Grant("ok", spent=spent) if spent else GRANTED

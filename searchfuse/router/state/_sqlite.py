@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._model import (
     ACCOUNT_FIELDS,
     CHARGED_ACCOUNT_FIELDS,
@@ -49,6 +50,7 @@ from searchfuse.router.state._model import (
     rollover,
     search_log,
     state_from_json,
+    tally_from_fields,
 )
 from searchfuse.router.state._model import (
     _warn as _default_warn,
@@ -69,6 +71,8 @@ def _columns(spec: dict[str, str]) -> str:
     return ", ".join(f"{name} {_SQL_TYPES.get(kind, 'REAL')}" for name, kind in spec.items())
 
 
+#: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
+_TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
 _KEY_COLS = tuple(KEY_FIELDS)
 _ACCOUNT_COLS = tuple(ACCOUNT_FIELDS)
 _SCHEMA = f"""
@@ -92,6 +96,7 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
     PRIMARY KEY (name, slot)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
+{_TALLIES}
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
@@ -206,6 +211,24 @@ class _Tx(TxState):
 
     def ring(self, name: str, size: int) -> Ring:
         return _ring_sized(self._conn, name, size)
+
+    def load_tally(self, name: str) -> Tally | None:
+        row = self._conn.execute(
+            "SELECT period, used FROM tallies WHERE name = ?", (name,)
+        ).fetchone()
+        return (
+            None
+            if row is None
+            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn)
+        )
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        super().set_tally(name, tally)
+        # Written inside this transaction (rolled back with it).
+        self._conn.execute(
+            "INSERT OR REPLACE INTO tallies (name, period, used) VALUES (?, ?, ?)",
+            (name, tally.period, tally.used),
+        )
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return _take(self._conn, name, limit, window, now)
@@ -585,6 +608,8 @@ class SqliteStore(Store):
                         f"knows {SCHEMA_VERSION})",
                         "upgrade searchfuse, or point state= at another file",
                     )
+                if "tallies" not in tables:
+                    conn.execute(_TALLIES)
                 return
         try:
             for statement in _SCHEMA.split(";"):
@@ -886,6 +911,7 @@ class SqliteStore(Store):
         window: float,
         honour_hold: bool,
         charge: Charge | None = None,
+        spend: tuple[Line, ...] = (),
     ) -> Grant:
         """What `update(now, lambda s: acquire(s, fp, now, ...))` does, with less work.
 
@@ -898,10 +924,17 @@ class SqliteStore(Store):
 
         def decide(state: State) -> Grant:
             return acquire(
-                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+                state,
+                fp,
+                now,
+                rpm=rpm,
+                window=window,
+                honour_hold=honour_hold,
+                charge=charge,
+                spend=spend,
             )
 
-        if charge is None:
+        if charge is None or spend:
             return self.update(now, decide)
         conn = self._begin()
         try:
