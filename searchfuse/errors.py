@@ -206,6 +206,8 @@ class BudgetExhausted(SearchRefused):
     """
 
     reason = "budget"
+    #: Nothing reached the backend: a guard spends no turn budget on it.
+    sent = False
 
     def __init__(
         self,
