@@ -42,7 +42,7 @@ from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome, Park
 from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
-from searchfuse.router.state._model import KeyState
+from searchfuse.router.state._records import KeyState
 
 __all__ = ["Charged", "Ledger"]
 

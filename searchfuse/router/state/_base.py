@@ -7,19 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from searchfuse.router.state._budgets import Line, Tally
-from searchfuse.router.state._model import (
-    AccountUsage,
-    Charge,
-    Grant,
-    KeyState,
-    Ring,
-    State,
-    acquire,
-    copied,
-    month_of,
-    rolled,
-    rollover,
-)
+from searchfuse.router.state._grant import Charge, Grant, acquire
+from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
+from searchfuse.router.state._ring import Ring
 
 __all__ = ["Changes", "Store", "TxState"]
 

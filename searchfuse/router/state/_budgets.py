@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from searchfuse.router.state._model import State
+    from searchfuse.router.state._records import State
 
 __all__ = ["Line", "Tally", "adjust", "charge", "over", "period_end", "period_of", "used"]
 
