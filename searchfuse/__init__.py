@@ -11,8 +11,10 @@ Two halves:
 
 from typing import TYPE_CHECKING, Any
 
+from searchfuse._spend import Budget, spend_scope
 from searchfuse.errors import (
     BadRequest,
+    BudgetExhausted,
     ConfigError,
     CooldownActive,
     NoKeyAvailable,
@@ -44,6 +46,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadRequest",
+    "Budget",
+    "BudgetExhausted",
     "ConfigError",
     "CooldownActive",
     "Diagnosis",
@@ -65,6 +69,7 @@ __all__ = [
     "__version__",
     "guard",
     "guard_state",
+    "spend_scope",
     "turn",
 ]
 

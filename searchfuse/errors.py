@@ -9,6 +9,7 @@ The hierarchy:
     │   ├── CooldownActive     a cooldown is running; nothing was sent
     │   ├── RateLimited        the backend answered 429; the fuse is tripped
     │   ├── Throttled          pacing: sending now would exceed a key's rate; nothing was sent
+    │   ├── BudgetExhausted    a spend budget is used up; nothing was sent
     │   └── NoKeyAvailable     no key can serve right now; carries the diagnosis
     └── SearchFailed           the backend answered with an error the caller must see
         ├── BadRequest         400: the request is wrong, not the key
@@ -31,11 +32,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from searchfuse._format import duration
+
 if TYPE_CHECKING:
+    from searchfuse._spend import Budget
     from searchfuse.router.diagnose import Diagnosis
 
 __all__ = [
     "BadRequest",
+    "BudgetExhausted",
     "ConfigError",
     "CooldownActive",
     "NoKeyAvailable",
@@ -192,6 +197,64 @@ class Throttled(SearchRefused):
                 "what you still need into one query, or wait and try once more."
             )
         super().__init__(message, retry_after=retry_after)
+
+
+class BudgetExhausted(SearchRefused):
+    """A spend budget is used up: nothing was sent.
+
+    `budget` is the [`Budget`][searchfuse.Budget] that refused, `used` and
+    `limit` are in its unit, `retry_after` the seconds until its period
+    resets (`None` for a budget without a period).
+    """
+
+    reason = "budget"
+    #: Nothing reached the backend: a guard spends no turn budget on it.
+    sent = False
+
+    def __init__(
+        self,
+        budget: Budget,
+        used: float,
+        retry_after: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.budget = budget
+        self.used = used
+        self.limit = budget.limit
+        if retry_after is not None and not math.isfinite(retry_after):
+            retry_after = None
+        if message is None:
+            message = _budget_message(budget, retry_after)
+        super().__init__(message, retry_after=retry_after)
+
+
+_WHOSE = {
+    "conversation": ("this conversation has", "its", " in this conversation"),
+    "user": ("this user has", "their", " for this user"),
+    "router": ("this search service has", "its", ""),
+}
+_AMOUNT = {"searches": "web searches", "credits": "search credits", "usd": "USD of web search"}
+
+
+def _budget_message(budget: Budget, retry_after: float | None) -> str:
+    """`"Search refused: this conversation has used its 10 web searches..."`."""
+    who, its, where = _WHOSE[budget.per]
+    limit = f"{budget.limit:.2f}" if budget.unit == "usd" else f"{budget.limit:g}"
+    when = {None: "", "day": " for today", "month": " for this month"}[budget.period]
+    text = (
+        f"Search refused: {who} used {its} {limit} {_AMOUNT[budget.unit]}{when}, "
+        "so no search was sent. "
+    )
+    if retry_after is None:
+        return text + (
+            f"Do not search again{where}: answer from what you have, and tell the user "
+            "if the answer is incomplete because the search budget is spent."
+        )
+    return text + (
+        f"The budget resets in {duration(retry_after)}. Do not retry before then: answer "
+        "from what you have, and tell the user if the answer is incomplete because the "
+        "search budget is spent."
+    )
 
 
 class NoKeyAvailable(SearchRefused):

@@ -60,6 +60,8 @@ class Attempt:
     slow: set[str] = field(default_factory=set)
     synced: bool = False
     waited: float = 0.0
+    #: The request's kind for its price (`"search"`, `"extract"`...).
+    kind: str = "search"
 
     def fail(self, entry: KeyEntry, why: str, outcome: Outcome | None) -> None:
         """`entry` cannot serve this call: the next key is tried."""
@@ -83,6 +85,7 @@ def key_flow(
     make_step: Callable[[KeyEntry], Step],
     deadline: float | None = None,
     credits: float = 0.0,
+    kind: str = "search",
 ) -> Generator[Step, Any, tuple[KeyEntry, Any, Charged | None]]:
     """Pick a key, sync it if due, run one step on it, react, fail over as the table says.
 
@@ -91,7 +94,7 @@ def key_flow(
     granted (`credits` expected; `None` without pacing).
     """
     options = core.options
-    call = Attempt(deadline, credits, options.now() + options.max_wait)
+    call = Attempt(deadline, credits, options.now() + options.max_wait, kind=kind)
     while True:
         if len(call.tried) >= options.max_keys_per_call:
             cut = f"a call tries at most {options.max_keys_per_call} key(s)"
@@ -170,10 +173,14 @@ def _sync(
 
 
 def _grant(core: Core, call: Attempt, entry: KeyEntry, now: float) -> tuple[bool, Charged | None]:
-    """Ask the ledger for the key's pacing slot (and count the search in advance)."""
-    if not core.options.pace:
+    """Ask the ledger for the key's pacing slot (and count the search in advance,
+    on the key and on the budgets)."""
+    if not core.options.pace and not core.spend.active:
         return True, None
-    grant = core.ledger.grant(entry, call.credits)
+    spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, now)
+    grant = core.ledger.grant(entry, call.credits, spend=spent.lines)
+    if grant.verdict == "budget":
+        raise core.spend.refusal(grant, now)
     if grant.verdict == "held":
         masked = core.ledger.masked(grant.hold_key)
         raise CooldownActive(grant.wait, cause=f"rate limit (429 on {masked})")
@@ -184,7 +191,7 @@ def _grant(core: Core, call: Attempt, entry: KeyEntry, now: float) -> tuple[bool
         # Another process parked it since our snapshot.
         call.fail(entry, str(grant.availability), None)
         return False, None
-    return True, Charged(call.credits, grant.clean)
+    return True, Charged(call.credits, grant.clean, spent.granted(grant.spent))
 
 
 def _send(
@@ -263,13 +270,14 @@ def _retry(
         raise RateLimited(retry_after=core.ledger.hold()[0], key=entry.masked)
     call.waited += wait
     yield Sleep(wait)
-    if not core.options.pace:
+    if not core.options.pace and not core.spend.active:
         return None
     # The hold it set is this retry's own: not honoured.
-    grant = core.ledger.grant(entry, call.credits, honour_hold=False)
+    spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, core.ledger.now())
+    grant = core.ledger.grant(entry, call.credits, honour_hold=False, spend=spent.lines)
     if grant.verdict != "ok":
-        return False  # no room for the retry: stop as after the last retry
-    return Charged(call.credits, grant.clean)
+        return False  # no room for the retry (or budget): stop as after the last retry
+    return Charged(call.credits, grant.clean, spent.granted(grant.spent))
 
 
 def _react(
@@ -325,7 +333,11 @@ def request_flow(
     request = provider.build(path, body)
     try:
         entry, reply, charged = yield from key_flow(
-            core, lambda e: Send(e, request, timeout), deadline, provider.cost(path, body, None)
+            core,
+            lambda e: Send(e, request, timeout),
+            deadline,
+            provider.cost(path, body, None),
+            path.strip("/"),
         )
     except NoKeyAvailable as exc:
         # The fallback is a search function: it can stand in for a search only.
@@ -342,9 +354,11 @@ def request_flow(
         raise SearchFailed(
             f"{provider.title} answered {reply.status_code} with a body that is not a JSON object"
         )
-    core.ledger.settle(entry, charged, provider.cost(path, body, data))
+    spent = core.ledger.settle(entry, charged, provider.cost(path, body, data), data)
     result = provider.normalize(path, data, body)
     result["searchfuse"] = {"served_by": provider.name, "key": entry.masked, "degraded": None}
+    if spent:
+        result["searchfuse"]["budgets"] = core.spend.report(spent)
     return result
 
 

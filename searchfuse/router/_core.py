@@ -20,6 +20,7 @@ from searchfuse.router._breaker import Breaker
 from searchfuse.router._http import HTTP
 from searchfuse.router._ledger import Ledger
 from searchfuse.router._options import RouterOptions
+from searchfuse.router._spend import Spend
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 
@@ -48,6 +49,9 @@ class Core:
     def link(self, provider: str) -> Core:
         """The core of `provider` in this core's chain (this core when it is alone)."""
         return self.links.get(provider, self)
+
+    #: The router's budgets and prices (none: nothing is counted).
+    spend: Spend = field(default_factory=lambda: Spend(None, None))
 
     def fallback_name(self) -> str:
         """The fallback's name, for logs and `result["searchfuse"]`."""

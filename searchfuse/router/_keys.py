@@ -13,6 +13,7 @@ from typing import Any
 
 from searchfuse._secrets import fingerprint, mask, redact
 from searchfuse.errors import ConfigError
+from searchfuse.providers._prices import key_price
 from searchfuse.providers._registry import PROVIDERS
 from searchfuse.router import _providers
 from searchfuse.router._keytext import check_key
@@ -22,7 +23,18 @@ from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
 FORMAT_VERSION = 2
 
 _KNOWN_TOP = {"format_version", "cooldown_minutes", "keys", "providers"}
-_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm", "provider", "url", "rate"}
+_KNOWN_ITEM = {
+    "key",
+    "account",
+    "source",
+    "notes",
+    "disabled",
+    "rpm",
+    "provider",
+    "url",
+    "rate",
+    "price",
+}
 
 
 def _shown(value: Any) -> str:
@@ -55,6 +67,8 @@ class KeyEntry:
     #: Its request rate as written (`"10/s"`, `"100/min"`; `None`: `rpm`, else the
     #: provider's published rate, see `key_rate`).
     rate: str | None = None
+    #: USD per credit (or per request) for budgets in `usd` (`None`: the list price).
+    price: float | None = None
 
     # Computed once: selection reads them for every key on every search.
     @functools.cached_property
@@ -258,7 +272,10 @@ def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
         extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
         rpm = check_rpm(item.get("rpm"), source, f"{where}.rpm")
         rate = check_rate(item.get("rate"), source, f"{where}.rate")
-        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm, provider, rate)
+        price = key_price(item.get("price"), source, f"{where}.price")
+        entry = KeyEntry(
+            key, account or None, notes, disabled, extra, rpm, provider, rate, price=price
+        )
     else:
         raise ConfigError(
             source,
@@ -347,6 +364,7 @@ def _as_item(item: Any) -> Any:
         "rpm": item.rpm,
         "provider": provider,
         "rate": item.rate,
+        "price": item.price,
     }
     if PROVIDERS[provider].url_keyed:
         made["url"] = made.pop("key")

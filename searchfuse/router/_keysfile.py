@@ -48,6 +48,8 @@ def render_config(config: Config) -> str:
             item["rpm"] = entry.rpm
         if entry.rate is not None:
             item["rate"] = entry.rate
+        if entry.price is not None:
+            item["price"] = entry.price
         # Fields we do not know belong to someone: a migration keeps them.
         item.update((k, v) for k, v in entry.extra.items() if k not in item)
         keys.append(item)

@@ -36,6 +36,7 @@ from searchfuse.router._options import (
     RouterOptions,
 )
 from searchfuse.router._rates import pace_window
+from searchfuse.router._spend import Line, Spent, give_back, settlement
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome, Park
@@ -50,11 +51,12 @@ log = logging.getLogger("searchfuse.router")
 
 @dataclass(frozen=True)
 class Charged:
-    """A search counted when it was granted: its expected `credits`, and
-    whether the key already looked as a success leaves it (`clean`)."""
+    """A search counted when it was granted: its expected `credits`, whether the
+    key already looked as a success leaves it (`clean`), and its budgets (`spent`)."""
 
     credits: float
     clean: bool
+    spent: Spent | None = None
 
 
 class Ledger:
@@ -85,7 +87,7 @@ class Ledger:
         self._view_token: Any = None
         #: The last grant found the store unchanged by others (see the module docstring).
         self._trusted = False
-        self._pending: list[Callable[[State], None]] = []
+        self._pending: list[Callable[[State], object]] = []
         self._pending_lock = threading.Lock()
 
     @property
@@ -165,9 +167,12 @@ class Ledger:
         state = self._view_state if self.own_holds_only else None
         return state is not None and state.hold_left(now) > 0 and state.hold_key not in self._masked
 
-    def grant(self, entry: KeyEntry, credits: float | None, *, honour_hold: bool = True) -> Grant:
+    def grant(
+        self, entry: KeyEntry, credits: float | None, *, honour_hold: bool = True, spend: Any = ()
+    ) -> Grant:
         """One transaction: the hold, the key's state, a slot in its pacing window and,
-        with `credits`, the search counted in advance (see `settle`)."""
+        with `credits`, the search counted in advance (see `settle`); with `spend`
+        (budget lines), the budgets checked and counted too."""
         now = self.now()
         fp = entry.fingerprint
         rate = self.rates[fp]
@@ -175,32 +180,41 @@ class Ledger:
         honour = honour_hold and self.options.on_429 != "failover" and not self._foreign_hold(now)
         charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
         result = self.store.grant(
-            now, fp, rpm=rpm, window=pace_window(rate), honour_hold=honour, charge=charge
+            now,
+            fp,
+            rpm=rpm,
+            window=pace_window(rate),
+            honour_hold=honour,
+            charge=charge,
+            spend=spend,
         )
         self._trusted = result.verdict == "ok" and result.fresh
         return result
 
-    def settle(self, entry: KeyEntry, charged: Charged | None, credits: float) -> None:
-        """Record a served answer that cost `credits`.
-
-        A search is counted when it is granted (with its expected price), so
-        the usual success -- the price as expected, on a key whose last answer
-        was already a 200 -- needs no second transaction. Anything else is
-        corrected here; a search that was not served is refunded (`refund`).
-        """
+    def settle(
+        self, entry: KeyEntry, charged: Charged | None, credits: float, data: Any = None
+    ) -> tuple[Line, ...]:
+        """Record a served answer that cost `credits` (`data`: its body); returns the
+        budget lines with their settled use. A search is counted when granted (with
+        its expected price), so the usual success -- the price as expected, on a key
+        whose last answer was already a 200 -- needs no second transaction. Anything
+        else is corrected here; a search that was not served is refunded (`refund`)."""
         fp, account_id, account = entry.fingerprint, entry.account_id, entry.account
         now = self.now()
+        change: Callable[[State], object] | None = None
         if charged is None:
-            self._record_served(
-                now, entry, lambda s: s.apply_success(fp, account_id, account, credits, now)
-            )
+            change = lambda s: s.apply_success(fp, account_id, account, credits, now)  # noqa: E731
         elif not (charged.clean and credits == charged.credits):
             expected = charged.credits
-            self._record_served(
-                now, entry, lambda s: s.settle(fp, account_id, account, expected, credits)
-            )
+            change = lambda s: s.settle(fp, account_id, account, expected, credits)  # noqa: E731
+        change, lines = settlement(charged.spent if charged else None, credits, data, change)
+        if change is not None:
+            self._record_served(now, entry, change)
+        return lines
 
-    def _record_served(self, now: float, entry: KeyEntry, change: Callable[[State], None]) -> None:
+    def _record_served(
+        self, now: float, entry: KeyEntry, change: Callable[[State], object]
+    ) -> None:
         """Record what a served answer changed. The provider has served (and charged): a
         store that fails now must not lose the result, so the change waits for the next write."""
         self._trusted = False  # the view does not show what this writes
@@ -225,10 +239,7 @@ class Ledger:
 
     def refund(self, entry: KeyEntry, charged: Charged) -> None:
         """Take back what was counted for a search that was not served."""
-        self.store.update(
-            self.now(),
-            lambda state: state.refund(entry.fingerprint, entry.account_id, charged.credits),
-        )
+        self.store.update(self.now(), lambda state: _take_back(state, entry, charged))
 
     # -- reacting to a failure ----------------------------------------------------------
 
@@ -262,7 +273,7 @@ class Ledger:
             # The park and the hold are one transaction: a process that sees the
             # key parked also sees the hold, and refuses without a request.
             if refund is not None:
-                state.refund(entry.fingerprint, entry.account_id, refund.credits)
+                _take_back(state, entry, refund)
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
@@ -374,6 +385,12 @@ class Ledger:
         from searchfuse.router.state._cache import SharedCache
 
         return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)
+
+
+def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:
+    """Refund what `charged` counted, budgets included (inside a transaction)."""
+    state.refund(entry.fingerprint, entry.account_id, charged.credits)
+    give_back(state, charged.spent)
 
 
 def _park(

@@ -15,6 +15,7 @@ import httpx
 
 from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
+from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
 from searchfuse.router import _admin, _chain, _chainview, _deadline
 from searchfuse.router._call import call_flow
@@ -28,6 +29,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
+from searchfuse.router._spend import Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -117,6 +119,11 @@ class Router:
     on a rate limit under `on_429="stop"`, after the retries under `"retry"`, past
     a provider no key of which can serve; each result's `searchfuse.degraded` says
     which provider was passed over and why.
+        budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
+            counted with each grant (see `spend_scope`); over one, a call raises
+            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
+        prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
+            prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
 
     def __init__(
@@ -141,6 +148,8 @@ class Router:
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
         base_urls: Mapping[str, str] | None = None,
         overflow: bool = False,
+        budgets: Sequence[Budget] | None = None,
+        prices: Mapping[str, float] | None = None,
     ) -> None:
         environ: Mapping[str, str] = self.__dict__.pop("_environ", os.environ)
         missing: str | None = self.__dict__.pop("_missing", None)
@@ -156,10 +165,9 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
-        if fallback is not None and not keys:
-            self.config = Config((), source=missing or "Router(keys=[])")
-        else:
-            self.config = keys_from(keys)
+        spend = Spend(budgets, prices)  # checked before anything is opened
+        empty = fallback is not None and not keys
+        self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
         self.options = options = options.cooled(minutes)
         self._clock = clock
@@ -175,6 +183,8 @@ class Router:
         self.http = self._core.http
         rates = [core.ledger.rates for core in self._chain.cores]
         self._rpm = {fp: rate.requests for each in rates for fp, rate in each.items()}
+        for core in self._chain.cores:
+            core.spend = spend
         self.fallback = fallback
         _admin.warn_if_degraded(self._core, self.config.source, missing)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
@@ -113,13 +114,22 @@ class Store(Protocol):
         window: float,
         honour_hold: bool,
         charge: Charge | None = None,
+        spend: tuple[Line, ...] = (),
     ) -> Grant:
         """The hold, the key's state and a slot in its pacing log, decided in one
-        transaction (see `acquire`); with `charge`, the search counted in advance."""
+        transaction (see `acquire`); with `charge`, the search counted in advance;
+        with `spend`, the budgets checked and charged in the same transaction."""
         return self.update(
             now,
             lambda state: acquire(
-                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+                state,
+                fp,
+                now,
+                rpm=rpm,
+                window=window,
+                honour_hold=honour_hold,
+                charge=charge,
+                spend=spend,
             ),
         )
 
@@ -136,6 +146,7 @@ class TxState(State):
         keys: dict[str, KeyState] | None = None,
         accounts: dict[str, AccountUsage] | None = None,
         rings: dict[str, Ring] | None = None,
+        tallies: dict[str, Tally] | None = None,
     ) -> None:
         super().__init__(
             month=month,
@@ -144,7 +155,9 @@ class TxState(State):
             hold_until=hold_until,
             hold_key=hold_key,
             rings={} if rings is None else rings,
+            tallies={} if tallies is None else tallies,
         )
+        self.seen_tallies: dict[str, Tally | None] = {}
         self.seen_keys: dict[str, KeyState | None] = {}
         self.seen_accounts: dict[str, AccountUsage | None] = {}
         self.hold_before = (hold_until, hold_key)
@@ -154,7 +167,13 @@ class TxState(State):
     def over(cls, state: State) -> TxState:
         """A transaction working directly on the records of `state` (held in memory)."""
         return cls(
-            state.month, state.hold_until, state.hold_key, state.keys, state.accounts, state.rings
+            state.month,
+            state.hold_until,
+            state.hold_key,
+            state.keys,
+            state.accounts,
+            state.rings,
+            state.tallies,
         )
 
     def load_key(self, fp: str) -> KeyState | None:
@@ -164,6 +183,32 @@ class TxState(State):
     def load_account(self, name: str) -> AccountUsage | None:
         """The stored record for account `name`."""
         return None
+
+    def load_tally(self, name: str) -> Tally | None:
+        """The stored budget tally `name`."""
+        return None
+
+    def tally(self, name: str) -> Tally | None:
+        if name not in self.seen_tallies:
+            record = self.tallies.get(name)
+            if record is None:
+                record = self.load_tally(name)
+                if record is not None:
+                    self.tallies[name] = record
+            self.seen_tallies[name] = record
+        return self.tallies.get(name)
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        self.tally(name)  # remembered as it was, so `changed_tallies` sees the change
+        super().set_tally(name, tally)
+
+    def changed_tallies(self) -> dict[str, Tally]:
+        """Budget tallies this transaction changed."""
+        return {
+            name: t
+            for name in self.seen_tallies
+            if (t := self.tallies.get(name)) is not None and t != self.seen_tallies[name]
+        }
 
     def key(self, fp: str) -> KeyState:
         if fp not in self.seen_keys:
@@ -206,6 +251,7 @@ class TxState(State):
             or self.hold_changed()
             or self.changed_keys()
             or self.changed_accounts()
+            or self.changed_tallies()
         )
 
     def changed_keys(self) -> dict[str, KeyState]:

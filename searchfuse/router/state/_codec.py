@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from searchfuse.router.state._budgets import Tally
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._values import (
@@ -47,6 +48,9 @@ def state_to_json(state: State) -> dict[str, Any]:
         "rings": {
             n: {"size": r.size, "seq": r.seq, "times": _pack_times(r.slots)}
             for n, r in sorted(state.rings.items())
+        },
+        "tallies": {
+            n: {"period": t.period, "used": t.used} for n, t in sorted(state.tallies.items())
         },
     }
 
@@ -102,7 +106,27 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
         hold_until=optional_number(data.get("hold_until"), "hold_until", warn),
         hold_key=optional_text(data.get("hold_key"), "hold_key", warn),
         rings=rings,
+        tallies=_tallies_from_json(data.get("tallies"), warn),
     )
+
+
+def tally_from_fields(period: Any, used: Any, where: str, warn: Callable[[str], None]) -> Tally:
+    """A stored budget tally; a bad one is reset to nothing used, with a warning."""
+    number = optional_number(used, f"{where} used", warn)
+    if not isinstance(period, str) or number is None or number < 0 or not math.isfinite(number):
+        warn(f"{where}: malformed; reset")
+        return Tally(period if isinstance(period, str) else "", 0.0)
+    return Tally(period, number)
+
+
+def _tallies_from_json(raw: Any, warn: Callable[[str], None]) -> dict[str, Tally]:
+    out: dict[str, Tally] = {}
+    for name, item in raw.items() if isinstance(raw, dict) else ():
+        fields_ = item if isinstance(item, dict) else {}
+        out[str(name)] = tally_from_fields(
+            fields_.get("period"), fields_.get("used"), f"budget {name}", warn
+        )
+    return out
 
 
 def _pack_times(slots: list[float | None]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from searchfuse.router.state import _budgets as budgets
+from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._records import Availability, State
 
 __all__ = ["GRANTED", "GRANTED_CLEAN", "Charge", "Grant", "acquire", "search_log"]
@@ -30,6 +32,10 @@ class Grant:
     #: The store decided on records it knew to be current: nothing was
     #: written by another process (or store) since its own last write.
     fresh: bool = False
+    #: With `"ok"`: the budget lines counted, each with its use including this call.
+    spent: tuple[Line, ...] = ()
+    #: With `"budget"`: the line this call would have taken over its limit.
+    over: Line | None = None
 
 
 GRANTED = Grant("ok")
@@ -62,14 +68,22 @@ def acquire(
     window: float,
     honour_hold: bool,
     charge: Charge | None = None,
+    spend: tuple[Line, ...] = (),
 ) -> Grant:
-    """Check the hold and the key, then count the search in the key's pacing log.
+    """Check the budgets, the hold and the key, then count the search in the key's
+    pacing log (and, with `spend`, on its budget tallies).
 
     Runs inside one transaction, so the hold another process wrote with its
     park, and the pacing every process shares, are seen before anything is sent.
     With `charge`, a granted search is also counted (and its expected credits):
     the router refunds it if the search is not served.
     """
+    if spend:
+        # First: a spent budget is the answer whatever the keys say (waiting
+        # for a cooldown would not help the caller).
+        refused = budgets.over(state, spend)
+        if refused is not None:
+            return Grant("budget", refused.wait(now), over=refused)
     if honour_hold:
         left = state.hold_left(now)
         if left > 0:
@@ -83,7 +97,10 @@ def acquire(
         wait = state.take(search_log(fp), rpm, window, now)
         if wait > 0:
             return Grant("paced", wait)
+    spent = budgets.charge(state, spend) if spend else ()
     if charge is not None:
         clean = state.charge(charge.fp, charge.account_id, charge.account, charge.credits, now)
+        if spent:
+            return Grant("ok", clean=clean, spent=spent)
         return GRANTED_CLEAN if clean else GRANTED
-    return GRANTED
+    return Grant("ok", spent=spent) if spent else GRANTED

@@ -216,6 +216,7 @@ def _copy(state: State) -> State:
         hold_until=state.hold_until,
         hold_key=state.hold_key,
         rings={name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()},
+        tallies=dict(state.tallies),
     )
 
 
@@ -293,6 +294,7 @@ _SECTIONS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
     ("keys", operator.eq),
     ("accounts", operator.eq),
     ("rings", _same_ring),
+    ("tallies", operator.eq),
 )
 
 
@@ -741,8 +743,10 @@ class JsonFileStore(Store):
     def clear(self, now: float) -> None:
         self._mkdir()
         with self._locked():
-            rings = self._load(now).rings
-            self._save(State(month=month_of(now), rings=rings), self._cache_raw)
+            old = self._load(now)
+            # Budgets count money spent, which forgetting key state does not give back.
+            fresh = State(month=month_of(now), rings=old.rings, tallies=old.tallies)
+            self._save(fresh, self._cache_raw)
 
     # -- the shared cache, in the same file ------------------------------------------------
 

@@ -90,7 +90,10 @@ class MemoryStore(Store):
 
     def clear(self, now: float) -> None:
         with self._lock:
-            self._state = State(month=month_of(now), rings=self._state.rings)
+            # Budgets count money spent, which forgetting key state does not give back.
+            self._state = State(
+                month=month_of(now), rings=self._state.rings, tallies=self._state.tallies
+            )
             self._revs.clear()
             self._epoch += 1
 

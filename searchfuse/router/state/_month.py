@@ -100,4 +100,5 @@ def rolled(state: State, month: str, now: float) -> State:
         hold_until=state.hold_until if held else None,
         hold_key=state.hold_key if held else None,
         rings=state.rings,
+        tallies=state.tallies,
     )

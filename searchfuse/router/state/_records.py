@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
+from searchfuse.router.state._budgets import Tally
 from searchfuse.router.state._ring import Ring
 
 __all__ = [
@@ -224,6 +225,8 @@ class State:
     hold_key: str | None = None
     #: Pacing logs by name (`"search:<fp>"`, `"usage:<fp>"`).
     rings: dict[str, Ring] = field(default_factory=dict)
+    #: Budget tallies by name (see `state/_budgets.py`); they carry their own period.
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     def hold_left(self, now: float) -> float:
         """Seconds the router-wide rate-limit hold still runs (0.0 when none)."""
@@ -258,6 +261,14 @@ class State:
         """Count one event in pacing log `name` if at most `limit` then fall in any
         `window` seconds; returns 0.0 when counted, else the seconds until it would fit."""
         return self.ring(name, limit).take(window, now)
+
+    def tally(self, name: str) -> Tally | None:
+        """Budget tally `name` (`None`: never counted)."""
+        return self.tallies.get(name)
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        """Replace budget tally `name` (a store may write it at once)."""
+        self.tallies[name] = tally
 
     # -- changes ---------------------------------------------------------------------
 

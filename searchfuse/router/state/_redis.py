@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._budgets import Tally, period_end
+from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._month import month_of, rolled_key, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
@@ -137,6 +139,8 @@ class _Tx(TxState):
         self._pipe = pipe
         self.pending: list[Callable[[Any], object]] = []
         self.touched_rings: set[str] = set()
+        #: The transaction's time on the router's clock (expiry is counted from it).
+        self.now = 0.0
 
     def load_key(self, fp: str) -> KeyState | None:
         name = self._store.k(fp)
@@ -149,6 +153,28 @@ class _Tx(TxState):
         self._pipe.watch(key)
         raw = self._pipe.hgetall(key)
         return account_from_fields(raw, f"account {name}") if raw else None
+
+    def load_tally(self, name: str) -> Tally | None:
+        key = self._store.tally_key(name)
+        self._pipe.watch(key)
+        raw = self._pipe.hmget(key, "period", "used")
+        if raw[0] is None and raw[1] is None:
+            return None
+        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn)
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        super().set_tally(name, tally)
+        key = self._store.tally_key(name)
+        end = period_end(tally.period)
+
+        def write(p: Any) -> None:
+            p.hset(key, mapping={"period": tally.period, "used": repr(tally.used)})
+            if end is not None:
+                # A day after its period ends nobody reads it again; counted on the
+                # router's clock, as every expiry here.
+                p.pexpire(key, max(1000, math.ceil((end + 86400 - self.now) * 1000)))
+
+        self.pending.append(write)
 
     def _ring(self, name: str) -> tuple[str, int | None, int]:
         key = self._store.ring_key(name)
@@ -281,6 +307,9 @@ class RedisStore(Store):
     def ring_key(self, name: str) -> str:
         return f"{self.ns}:ring:{name}"
 
+    def tally_key(self, name: str) -> str:
+        return f"{self.ns}:t:{name}"
+
     @property
     def _month(self) -> str:
         return f"{self.ns}:month"
@@ -373,6 +402,7 @@ class RedisStore(Store):
                         optional_text(hold[1], "hold_key"),
                     )
                     tx = _Tx(self, pipe, month, held)
+                    tx.now = now
                     result = change(tx)
                     keys = tx.changed_keys()
                     accounts = tx.changed_accounts()

@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 from searchfuse._files import set_aside
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._codec import looks_like_state, state_from_json
+from searchfuse.router.state._budgets import Line, Tally
+from searchfuse.router.state._codec import looks_like_state, state_from_json, tally_from_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire, search_log
 from searchfuse.router.state._month import month_of, rolled_key, rollover
 from searchfuse.router.state._paths import check_path, not_state
@@ -69,6 +70,8 @@ def _columns(spec: dict[str, str]) -> str:
     return ", ".join(f"{name} {_SQL_TYPES.get(kind, 'REAL')}" for name, kind in spec.items())
 
 
+#: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
+_TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
 _KEY_COLS = tuple(KEY_FIELDS)
 _ACCOUNT_COLS = tuple(ACCOUNT_FIELDS)
 _SCHEMA = f"""
@@ -92,6 +95,7 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
     PRIMARY KEY (name, slot)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
+{_TALLIES}
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
@@ -206,6 +210,24 @@ class _Tx(TxState):
 
     def ring(self, name: str, size: int) -> Ring:
         return _ring_sized(self._conn, name, size, math.inf)
+
+    def load_tally(self, name: str) -> Tally | None:
+        row = self._conn.execute(
+            "SELECT period, used FROM tallies WHERE name = ?", (name,)
+        ).fetchone()
+        return (
+            None
+            if row is None
+            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn)
+        )
+
+    def set_tally(self, name: str, tally: Tally) -> None:
+        super().set_tally(name, tally)
+        # Written inside this transaction (rolled back with it).
+        self._conn.execute(
+            "INSERT OR REPLACE INTO tallies (name, period, used) VALUES (?, ?, ?)",
+            (name, tally.period, tally.used),
+        )
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return _take(self._conn, name, limit, window, now)
@@ -650,6 +672,8 @@ class SqliteStore(Store):
                         f"knows {SCHEMA_VERSION})",
                         "upgrade searchfuse, or point state= at another file",
                     )
+                if "tallies" not in tables:
+                    conn.execute(_TALLIES)
                 return
         try:
             for statement in _SCHEMA.split(";"):
@@ -951,6 +975,7 @@ class SqliteStore(Store):
         window: float,
         honour_hold: bool,
         charge: Charge | None = None,
+        spend: tuple[Line, ...] = (),
     ) -> Grant:
         """What `update(now, lambda s: acquire(s, fp, now, ...))` does, with less work.
 
@@ -963,10 +988,17 @@ class SqliteStore(Store):
 
         def decide(state: State) -> Grant:
             return acquire(
-                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+                state,
+                fp,
+                now,
+                rpm=rpm,
+                window=window,
+                honour_hold=honour_hold,
+                charge=charge,
+                spend=spend,
             )
 
-        if charge is None:
+        if charge is None or spend:
             return self.update(now, decide)
         conn = self._begin()
         try:

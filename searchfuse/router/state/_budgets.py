@@ -1,0 +1,141 @@
+"""Budget tallies in the store, and the one decision over them.
+
+A *tally* is how much of one budget's unit one spender used in one period:
+`Tally(period, used)` under a name such as `conversation:c-42:searches:`.
+A tally whose `period` is not the current one counts as zero, so a period
+resets without anyone writing (a new UTC day or month).
+
+`over` and `charge` are pure: they read and write tallies only through
+`State.tally` / `State.set_tally`, inside the grant's change function, so
+every backend gets the budget check in the same transaction as the pacing
+decision (SQLite `BEGIN IMMEDIATE`, Redis `WATCH`/`MULTI`, a lock for the
+others). Two processes sharing a budget of 25 can never both take the 25th.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from searchfuse.router.state._records import State
+
+__all__ = ["Line", "Tally", "adjust", "charge", "over", "period_end", "period_of", "used"]
+
+#: Spend that floating point loses adding prices (a thousand 0.008 USD searches).
+_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How much one spender used of one unit in `period` (`""`: no period)."""
+
+    period: str
+    used: float
+
+
+@dataclass(frozen=True)
+class Line:
+    """One budget a call is counted against: its tally's `name` and current
+    `period`, its `limit`, and the `amount` this call costs in its unit.
+
+    `index` is the budget's place in the router's list; `used` is filled in by
+    `over` (the use that refused) and `charge` (the use including this call);
+    `resets_at` is when the period ends (epoch seconds; `None` without one).
+    """
+
+    index: int
+    name: str
+    period: str
+    limit: float
+    amount: float
+    resets_at: float | None = None
+    used: float = 0.0
+
+    def wait(self, now: float) -> float:
+        """Seconds until the period resets (infinite without a period)."""
+        return math.inf if self.resets_at is None else max(0.0, self.resets_at - now)
+
+
+def period_of(period: str | None, now: float) -> tuple[str, float | None]:
+    """The label of the UTC `period` ("day", "month" or `None`) holding `now`,
+    and when it ends: `("2026-12-03", <midnight>)`, `("2026-12", <the 1st>)`, `("", None)`."""
+    if period is None:
+        return "", None
+    t = time.gmtime(now)
+    if period == "day":
+        start = calendar.timegm((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, 0))
+        return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}", start + 86400.0
+    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}", float(
+        calendar.timegm((year, month, 1, 0, 0, 0, 0, 0, 0))
+    )
+
+
+def period_end(label: str) -> float | None:
+    """When the period labelled `label` (see `period_of`) ends; `None` without one
+    (or for a label that is no period)."""
+    try:
+        parts = [int(p) for p in label.split("-")]
+        if len(parts) == 3:
+            start = calendar.timegm((parts[0], parts[1], parts[2], 0, 0, 0, 0, 0, 0))
+            return start + 86400.0
+        if len(parts) == 2:
+            return period_of("month", calendar.timegm((*parts, 1, 0, 0, 0, 0, 0, 0)))[1]
+    except (ValueError, OverflowError):
+        pass
+    return None
+
+
+def used(state: State, name: str, period: str) -> float:
+    """What tally `name` holds for `period` (0.0 for another period, or none)."""
+    tally = state.tally(name)
+    if tally is None or tally.period != period:
+        return 0.0
+    return tally.used
+
+
+def over(state: State, lines: Sequence[Line]) -> Line | None:
+    """The first line this call would take over its limit, with what is used; else `None`."""
+    for line in lines:
+        spent = used(state, line.name, line.period)
+        if spent + line.amount > line.limit + _SLACK:
+            return replace(line, used=spent)
+    return None
+
+
+def charge(state: State, lines: Sequence[Line]) -> tuple[Line, ...]:
+    """Count this call on every line (after `over` said it fits); each line comes
+    back with the use including it. Two budgets of one spender, unit and period
+    (a limit of 10 and one of 5) share a tally, counted once."""
+    out, done = [], set()
+    for line in lines:
+        spent = used(state, line.name, line.period)
+        if line.name not in done:
+            done.add(line.name)
+            spent += line.amount
+            state.set_tally(line.name, Tally(line.period, spent))
+        out.append(replace(line, used=spent))
+    return tuple(out)
+
+
+def adjust(state: State, lines: Sequence[Line], deltas: Sequence[float]) -> None:
+    """Add `deltas[i]` to line `i`'s tally (negative: give back), never below zero.
+
+    A tally that moved on to a new period since the charge is left alone: the
+    give-back belongs to the period that was charged, which is over.
+    """
+    done = set()
+    for line, delta in zip(lines, deltas, strict=True):
+        if not delta or line.name in done:
+            continue
+        done.add(line.name)
+        tally = state.tally(line.name)
+        if tally is None or tally.period != line.period:
+            continue
+        state.set_tally(line.name, Tally(line.period, max(0.0, tally.used + delta)))
