@@ -290,6 +290,13 @@ def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str
         synced.cells.append(ago(s.last_sync_age))
     columns = [key, account, notes, state, usage_col, remaining, cooldown, error, synced]
     width = _terminal_width() if width is None else width
+    providers = list(dict.fromkeys(s.provider for s in records))
+    if len(providers) > 1:
+        # A chain: one table per provider, in chain order, each under its name.
+        return "\n\n".join(
+            f"{name}\n" + format_status([s for s in records if s.provider == name], width)
+            for name in providers
+        )
     widths = _fit(columns, width)
     return _table(columns, widths) if widths is not None else _stacked(columns, width)
 
@@ -406,16 +413,25 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_test_keys(args: argparse.Namespace) -> int:
     router = make_router(args)
-    results = router.test_keys()
+    results = router.test_keys(spend=args.spend)
+    unprobed = [r for r in results if r.status_code is None and r.note.startswith("not probed")]
     if args.json:
         _json([r.to_dict() for r in results])
     else:
+        chain = len({r.provider for r in results}) > 1
         for r in results:
-            _out(f"{r.key}  ok" if r.ok else f"{r.key}  FAIL  {r.note}")
+            who = f"{r.provider}  {r.key}" if chain else r.key
+            if r.ok:
+                _out(f"{who}  ok")
+            elif r in unprobed:
+                _out(f"{who}  {r.note} (--spend checks it with one search)")
+            else:
+                _out(f"{who}  FAIL  {r.note}")
         _out()
         _out(format_status(router.status()))
-    # A CI gate: every key must answer, not just one.
-    return EXIT_OK if results and all(r.ok for r in results) else EXIT_FAILED
+    # A CI gate: every key that was checked must answer, not just one.
+    checked = [r for r in results if r not in unprobed]
+    return EXIT_OK if checked and all(r.ok for r in checked) else EXIT_FAILED
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -457,6 +473,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         _json(diagnosis.to_dict())
     else:
         _out(str(diagnosis))
+        if len(diagnosis.by_provider) > 1:
+            _out("by provider: " + ", ".join(f"{n} {v}" for n, v in diagnosis.by_provider.items()))
     return EXIT_OK if diagnosis.verdict in ("healthy", "stale") else EXIT_FAILED
 
 
@@ -723,7 +741,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
     json_flag(p)
-    p = add("test-keys", cmd_test_keys, "probe every key with /usage, one at a time (no search)")
+    p = add(
+        "test-keys", cmd_test_keys, "check every key with its free probe, one at a time (no search)"
+    )
+    p.add_argument(
+        "--spend",
+        action="store_true",
+        help="check keys whose provider has no free probe with a one-result search (costs it)",
+    )
     json_flag(p)
     p = add("search", cmd_search, "run one search through the router")
     p.add_argument("query", nargs="?", help="the search query (at most 400 characters)")

@@ -12,6 +12,7 @@ The hierarchy:
     │   └── NoKeyAvailable     no key can serve right now; carries the diagnosis
     └── SearchFailed           the backend answered with an error the caller must see
         ├── BadRequest         400: the request is wrong, not the key
+        │   └── Unsupported    a parameter this provider cannot honour; nothing was sent
         ├── ResponseTooLarge   the answer was larger than any search result; it was not read
         └── StoreUnavailable   the state store cannot be reached or stayed locked
     ```
@@ -46,6 +47,7 @@ __all__ = [
     "StoreUnavailable",
     "Throttled",
     "TurnLimitReached",
+    "Unsupported",
 ]
 
 
@@ -297,6 +299,22 @@ class BadRequest(SearchFailed):
             status_code=status if sent else None,
             detail=detail,
         )
+
+
+class Unsupported(BadRequest):
+    """A parameter `provider` cannot honour: the request was not sent to it.
+
+    Raised by a provider's `check` before any key is granted, rather than
+    sending the search without the parameter (a search that silently ignores
+    `include_domains` or `time_range` answers another question). A chain of
+    providers passes such a provider over for the call; alone, the caller
+    sees this error. `provider` and `parameter` name what could not be sent.
+    """
+
+    def __init__(self, provider: str, parameter: str, why: str) -> None:
+        self.provider = provider
+        self.parameter = parameter
+        super().__init__(f"{provider} cannot honour {parameter}: {why}", sent=False)
 
 
 def _status_text(status: int) -> str:

@@ -97,10 +97,10 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def isolate_cli(tmp_path: Path, monkeypatch: Any) -> None:
-    """Run the CLI in `tmp_path`: no TAVILY_/SEARCHFUSE_ variables, the user's
+    """Run the CLI in `tmp_path`: no provider or SEARCHFUSE_ variables, the user's
     state directory (platformdirs, for keys from the environment) inside it."""
     monkeypatch.chdir(tmp_path)
     for name in list(os.environ):
-        if name.startswith(("TAVILY_", "SEARCHFUSE_")):
+        if name.startswith(("TAVILY_", "SEARCHFUSE_", "EXA_", "BRAVE_", "SERPER_", "SEARXNG_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))

@@ -88,7 +88,7 @@ def test_a_served_search_is_one_span_with_key_outcome_served_by_and_credits(
     result = {
         "results": [],
         "usage": {"credits": 2},
-        "searchfuse": {"served_by": "tavily", "key": "tvly-dev-…0001"},
+        "searchfuse": {"served_by": "tavily", "key": "tvly-dev-…0001", "degraded": None},
     }
     with _telemetry.search_span() as span:
         span.served(result)

@@ -4,7 +4,10 @@ The router drives a provider; it never branches on a provider's name. A
 provider builds a request from a checked body, reads an answer into an
 outcome of the reaction table (with its Retry-After), normalises a result
 into Tavily's shape, says what a request costs in its own unit, gives each
-key's request rate, and may offer a free probe of a key.
+key's request rate, and may offer a free probe of a key. What an answer's
+headers say of the key beyond the answer itself (Brave's per-second and
+per-month figures) comes back from `observe`; a parameter the provider cannot
+honour is an [`Unsupported`][searchfuse.errors.Unsupported] from `check`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from searchfuse._answers import Outcome
 
-__all__ = ["Answer", "Classified", "Figures", "Provider", "Rate", "Request"]
+__all__ = ["Answer", "Classified", "Figures", "Observed", "Provider", "Rate", "Request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,10 @@ class Classified:
     detail: str
     #: Seconds the server asked to wait (parsed and floored, not clamped), or `None`.
     retry_after: float | None
+    #: What the same answer may mean instead, when the provider does not say
+    #: which: a Serper 429 is a rate limit *or* credits run out
+    #: (`outcome=RATE_LIMITED`, `alternative=EXHAUSTED`). `None`: unambiguous.
+    alternative: Outcome | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,21 @@ class Figures:
     paygo_limit: float | None = None
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What an answer's headers say of its key, whatever the answer was.
+
+    Brave sends its per-second and per-month figures on every answer; the
+    router corrects the key's pace from `rate` and its month from `figures`
+    (`key_limit` / `key_usage`), and treats the key as out of quota until
+    `exhausted_until` (epoch seconds) when the month's remainder is 0.
+    """
+
+    rate: Rate | None = None
+    figures: Figures | None = None
+    exhausted_until: float | None = None
+
+
 @runtime_checkable
 class Provider(Protocol):
     """A search API the router drives (Tavily is the first).
@@ -91,6 +113,9 @@ class Provider(Protocol):
         base_url_env: the environment variable that overrides the address.
         endpoints: the paths a router may `POST` to (the first is the search).
         probe_rate: how often the free probe may be asked per key (`None`: no probe).
+        unit: what `cost` counts (`"credits"`, `"usd"`, `"requests"`).
+        key_is_url: `True` when a "key" is the address of an instance (SearXNG):
+            requests go to that URL and carry no credential.
     """
 
     name: str
@@ -99,6 +124,8 @@ class Provider(Protocol):
     base_url_env: str
     endpoints: tuple[str, ...]
     probe_rate: Rate | None
+    unit: str
+    key_is_url: bool
 
     def headers(self, key: str) -> Mapping[str, str]:
         """The headers that carry `key` (the provider's auth scheme)."""
@@ -117,8 +144,11 @@ class Provider(Protocol):
         """The reaction-table row for `answer`, with its Retry-After."""
         ...
 
-    def normalize(self, endpoint: str, data: dict[str, Any]) -> dict[str, Any]:
-        """A successful answer in Tavily's result shape."""
+    def normalize(
+        self, endpoint: str, data: dict[str, Any], body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A successful answer in Tavily's result shape (`body`: the checked request,
+        for what the provider applies locally, such as a result count)."""
         ...
 
     def cost(self, endpoint: str, body: Mapping[str, Any], data: dict[str, Any] | None) -> float:
@@ -136,4 +166,8 @@ class Provider(Protocol):
 
     def figures(self, answer: Answer) -> Figures | None:
         """What a probe's successful answer says of the key (`None`: unreadable)."""
+        ...
+
+    def observe(self, answer: Answer, now: float) -> Observed | None:
+        """What any answer's headers say of the key (`None`: nothing)."""
         ...

@@ -24,7 +24,7 @@ from searchfuse._answers import (
 from searchfuse._secrets import redact
 from searchfuse._wire import MAX_ERROR_TEXT, JSONBody, figure, short_text, validate_base_url
 from searchfuse.errors import BadRequest
-from searchfuse.providers._base import Answer, Classified, Figures, Rate, Request
+from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -215,6 +215,8 @@ class Tavily:
     base_url_env = "TAVILY_BASE_URL"
     endpoints: tuple[str, ...] = ENDPOINTS
     probe_rate: Rate | None = Rate(USAGE_CALLS_PER_WINDOW, USAGE_WINDOW)
+    unit = "credits"
+    key_is_url = False
 
     def __repr__(self) -> str:
         return "Tavily()"
@@ -252,7 +254,9 @@ class Tavily:
         retry_after = parse_retry_after(answer.headers.get("retry-after"), now)
         return Classified(outcome, status, error_detail(answer), retry_after)
 
-    def normalize(self, endpoint: str, data: dict[str, Any]) -> dict[str, Any]:
+    def normalize(
+        self, endpoint: str, data: dict[str, Any], body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Tavily's answer is already in Tavily's shape."""
         return data
 
@@ -283,6 +287,10 @@ class Tavily:
             return Usage.from_json(answer.json())
         except ValueError:
             return None
+
+    def observe(self, answer: Answer, now: float) -> Observed | None:
+        """Tavily's headers say nothing of a key's pace or quota."""
+        return None
 
 
 #: The Tavily provider (it keeps no state: one instance serves every router).

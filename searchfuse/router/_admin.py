@@ -10,15 +10,27 @@ from typing import Any
 from searchfuse._format import duration
 from searchfuse._sansio import Step
 from searchfuse.errors import CooldownActive
-from searchfuse.router._core import Core, record_probe
+from searchfuse.router._core import Core, classify, record_probe
+from searchfuse.router._keys import KeyEntry
 from searchfuse.router._refusals import no_key
-from searchfuse.router._steps import Probe
+from searchfuse.router._steps import Probe, Send
 from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
 from searchfuse.router.diagnose import Step as DiagnosisStep
+from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
 from searchfuse.router.status import KeyStatus, ProbeResult, key_status
 
-__all__ = ["diagnose_flow", "ensure_available", "probe_flow", "status", "warn_if_degraded"]
+__all__ = [
+    "NOT_PROBED",
+    "diagnose_flow",
+    "ensure_available",
+    "probe_flow",
+    "status",
+    "warn_if_degraded",
+]
+
+#: What `test_keys` says of a key whose provider has no free probe (unless told to spend).
+NOT_PROBED = "not probed: a probe costs a search"
 
 log = logging.getLogger("searchfuse.router")
 
@@ -58,7 +70,7 @@ def _skipped(core: Core, why: tuple[str, float] | None) -> str:
     """Why a key's probe was not made, truthfully."""
     rate, probe = core.provider.probe_rate, core.provider.probe()
     if rate is None or probe is None or why is None:
-        return f"not probed: {core.provider.title} has no free probe (a probe costs a search)"
+        return NOT_PROBED
     kind, seconds = why
     again = f"the next is possible in {duration(seconds)}"
     if kind == "limit":
@@ -72,14 +84,20 @@ def _skipped(core: Core, why: tuple[str, float] | None) -> str:
     )
 
 
-def probe_flow(core: Core) -> Generator[Step, Any, list[ProbeResult]]:
-    """Probe every key, one at a time, within the probe's own limit."""
+def probe_flow(core: Core, spend: bool = False) -> Generator[Step, Any, list[ProbeResult]]:
+    """Probe every key, one at a time, within the probe's own limit; a provider
+    without a free probe is asked a one-result search per key only with `spend`."""
     results = []
     rate = core.provider.probe_rate
+    name = core.provider.name
     for entry in core.ledger.keys:
+        if rate is None and spend:
+            results.append((yield from _spend_probe(core, entry)))
+            continue
         why = None if rate is None else core.ledger.claim_probe(entry, rate.requests, rate.window)
         if rate is None or why is not None:
-            results.append(ProbeResult(entry.masked, entry.fingerprint, None, _skipped(core, why)))
+            note = _skipped(core, why)
+            results.append(ProbeResult(entry.masked, entry.fingerprint, None, note, name))
             continue
         response = yield Probe(entry)
         code, _ = record_probe(core, entry, response)
@@ -90,8 +108,25 @@ def probe_flow(core: Core) -> Generator[Step, Any, list[ProbeResult]]:
         else:
             answer = core.provider.classify(response, core.ledger.now())
             note = f"{code}: {core.scrub(answer.detail)}"
-        results.append(ProbeResult(entry.masked, entry.fingerprint, code, note))
+        results.append(ProbeResult(entry.masked, entry.fingerprint, code, note, name))
     return results
+
+
+def _spend_probe(core: Core, entry: KeyEntry) -> Generator[Step, Any, ProbeResult]:
+    """Check a key with a one-result search (it costs what a search costs)."""
+    provider = core.provider
+    body = provider.check(
+        provider.endpoints[0], {"query": "searchfuse key check", "max_results": 1}
+    )
+    result = yield Send(entry, provider.build(provider.endpoints[0], body))
+    answer = classify(core, result)
+    name = provider.name
+    if answer.outcome is Outcome.OK:
+        note = "ok (a search was spent)"
+        return ProbeResult(entry.masked, entry.fingerprint, answer.status, note, name)
+    core.ledger.react(entry, answer)
+    note = f"{answer.status or 'no answer'}: {answer.detail or answer.outcome}"
+    return ProbeResult(entry.masked, entry.fingerprint, answer.status, note, name)
 
 
 def _probe_step(

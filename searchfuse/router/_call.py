@@ -343,8 +343,8 @@ def request_flow(
             f"{provider.title} answered {reply.status_code} with a body that is not a JSON object"
         )
     core.ledger.settle(entry, charged, provider.cost(path, body, data))
-    result = provider.normalize(path, data)
-    result["searchfuse"] = {"served_by": provider.name, "key": entry.masked}
+    result = provider.normalize(path, data, body)
+    result["searchfuse"] = {"served_by": provider.name, "key": entry.masked, "degraded": None}
     return result
 
 
@@ -353,12 +353,14 @@ def _fall_back(
 ) -> Generator[Step, Any, dict[str, Any]]:
     verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
     log.info("no key can serve (%s); the fallback %s serves", verdict, core.fallback_name())
-    served = yield Fallback(body)
+    assert core.fallback is not None
+    served = yield Fallback(body, core.fallback)
     result = dict(served) if isinstance(served, dict) else {"results": served}
     result["searchfuse"] = {
         "served_by": "fallback",
         "fallback": core.fallback_name(),
         "reason": verdict,
+        "degraded": None,
     }
     return result
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from searchfuse._wire import short_text
@@ -41,6 +41,13 @@ class Core:
     environ: Mapping[str, str]
     fallback: Callable[..., Any] | None = None
     scrub: Callable[[str], str] = str
+    #: Every core of the router's chain by provider name (this one included), so a
+    #: driver sends each step with the provider and pools of the key it names.
+    links: Mapping[str, Core] = field(default_factory=dict)
+
+    def link(self, provider: str) -> Core:
+        """The core of `provider` in this core's chain (this core when it is alone)."""
+        return self.links.get(provider, self)
 
     def fallback_name(self) -> str:
         """The fallback's name, for logs and `result["searchfuse"]`."""

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from searchfuse.errors import ConfigError
-from searchfuse.router._keys import _QUOTES, FORMAT_VERSION, Config, _cooldown, _shown, parse_config
+from searchfuse.providers._registry import PROVIDERS, ProviderSpec
+from searchfuse.router._keys import FORMAT_VERSION, Config, _cooldown, _shown, parse_config
+from searchfuse.router._keytext import QUOTES as _QUOTES
 
 #: What a list of keys in the environment looks like; said by every error about it.
 _LIST_FIX = (
@@ -16,64 +18,108 @@ _LIST_FIX = (
 )
 
 
-def _split_keys(text: str) -> list[str]:
+def _list_fix(variable: str) -> str:
+    if variable == "TAVILY_API_KEYS":
+        return _LIST_FIX
+    return f"write them comma-separated, without quotes or spaces: {variable}=...,..."
+
+
+def _split_keys(text: str, variable: str = "TAVILY_API_KEYS") -> list[str]:
     stripped = text.strip()
     if len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in _QUOTES:
         raise ConfigError(
             "environment",
-            "TAVILY_API_KEYS",
+            variable,
             "the value is wrapped in quotes (they became part of the keys)",
-            _LIST_FIX,
+            _list_fix(variable),
         )
     if ";" in stripped:
         raise ConfigError(
-            "environment", "TAVILY_API_KEYS", "the keys are separated by ';'", _LIST_FIX
+            "environment", variable, "the keys are separated by ';'", _list_fix(variable)
         )
     return [part.strip() for part in re.split(r"[,\n]", text) if part.strip()]
 
 
+def _provider_keys(env: Mapping[str, str], spec: ProviderSpec) -> list[tuple[str, str]]:
+    """`(variable, key)` for each of one provider's keys in the environment."""
+    many, one = spec.list_env, spec.single_env
+    if many in env and env[many] and not env[many].strip():
+        raise ConfigError(
+            "environment", many, "the variable is set but holds only white space", _list_fix(many)
+        )
+    if env.get(many, "").strip():
+        keys = [(many, k) for k in _split_keys(env[many], many)]
+        if not keys:
+            raise ConfigError(
+                "environment",
+                many,
+                f"the variable is set to {_shown(env[many])}, which holds no key",
+                _list_fix(many),
+            )
+        return keys
+    keys = []
+    if one != many and env.get(one, "").strip():
+        keys.append((one, env[one].strip()))
+    numbered = sorted(
+        (int(m.group(1)), name)
+        for name in env
+        if (m := re.fullmatch(re.escape(one) + r"_(\d+)", name)) and env[name].strip()
+    )
+    keys.extend((name, env[name].strip()) for _, name in numbered)
+    return keys
+
+
+def _order(env: Mapping[str, str], found: Mapping[str, object]) -> list[str]:
+    """`SEARCHFUSE_PROVIDERS` checked against the providers whose keys are set."""
+    text = env.get("SEARCHFUSE_PROVIDERS", "").strip()
+    if not text:
+        return list(found)
+    order: list[str] = []
+    for part in (p.strip().lower() for p in text.split(",") if p.strip()):
+        fix = f"list providers whose keys are set, comma-separated: {', '.join(found) or 'tavily'}"
+        if part not in PROVIDERS:
+            raise ConfigError(
+                "environment", "SEARCHFUSE_PROVIDERS", f"{part!r} is not a provider", fix
+            )
+        if part not in found:
+            variable = PROVIDERS[part].list_env
+            raise ConfigError(
+                "environment",
+                "SEARCHFUSE_PROVIDERS",
+                f"{part!r} is in the chain but {variable} holds no key",
+                f"set {variable}, or remove {part} from SEARCHFUSE_PROVIDERS",
+            )
+        if part not in order:
+            order.append(part)
+    return order
+
+
 def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
     """Keys from `TAVILY_API_KEYS` (comma- or newline-separated) or `TAVILY_API_KEY`,
-    `TAVILY_API_KEY_2`, `TAVILY_API_KEY_3`, ...
+    `TAVILY_API_KEY_2`, `TAVILY_API_KEY_3`, ...; likewise `EXA_API_KEYS`,
+    `BRAVE_API_KEYS`, `SERPER_API_KEYS` (or their `*_API_KEY`) and `SEARXNG_URL`
+    (instance addresses). `SEARCHFUSE_PROVIDERS="tavily,exa"` orders the chain
+    (default: tavily, exa, brave, serper, searxng, those configured only).
 
     `SEARCHFUSE_COOLDOWN_MINUTES` sets the fallback cooldown. Raises
     [`ConfigError`][searchfuse.errors.ConfigError] when no key is set.
     """
     env = os.environ if environ is None else environ
-    keys: list[tuple[str, str]] = []
-    if "TAVILY_API_KEYS" in env and env["TAVILY_API_KEYS"] and not env["TAVILY_API_KEYS"].strip():
+    found = {name: k for name, spec in PROVIDERS.items() if (k := _provider_keys(env, spec))}
+    if not found:
         raise ConfigError(
             "environment",
             "TAVILY_API_KEYS",
-            "the variable is set but holds only white space",
-            _LIST_FIX,
-        )
-    if env.get("TAVILY_API_KEYS", "").strip():
-        keys = [("TAVILY_API_KEYS", k) for k in _split_keys(env["TAVILY_API_KEYS"])]
-    else:
-        if env.get("TAVILY_API_KEY", "").strip():
-            keys.append(("TAVILY_API_KEY", env["TAVILY_API_KEY"].strip()))
-        numbered = sorted(
-            (int(m.group(1)), name)
-            for name in env
-            if (m := re.fullmatch(r"TAVILY_API_KEY_(\d+)", name)) and env[name].strip()
-        )
-        keys.extend((name, env[name].strip()) for _, name in numbered)
-    if not keys and env.get("TAVILY_API_KEYS", "").strip():
-        raise ConfigError(
-            "environment",
-            "TAVILY_API_KEYS",
-            f"the variable is set to {_shown(env['TAVILY_API_KEYS'])}, which holds no key",
-            _LIST_FIX,
-        )
-    if not keys:
-        raise ConfigError(
-            "environment",
-            "TAVILY_API_KEYS",
-            "no Tavily key is set (neither TAVILY_API_KEYS nor TAVILY_API_KEY)",
+            "no Tavily key is set (neither TAVILY_API_KEYS nor TAVILY_API_KEY), and no other "
+            "provider's (EXA_API_KEYS, BRAVE_API_KEYS, SERPER_API_KEYS, SEARXNG_URL)",
             'export TAVILY_API_KEYS="tvly-...,tvly-..." or create config/keys.json',
         )
-    items: list[dict[str, Any]] = [{"key": value} for _, value in keys]
+    order = _order(env, found)
+    keys = [(variable, name, key) for name in order for variable, key in found[name]]
+    items: list[dict[str, Any]] = [
+        {"url" if PROVIDERS[name].url_keyed else "key": key, "provider": name}
+        for _, name, key in keys
+    ]
     cooldown: Any = None
     raw_minutes = env.get("SEARCHFUSE_COOLDOWN_MINUTES", "")
     if raw_minutes.strip():
@@ -86,7 +132,12 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
                 f"{_shown(raw_minutes)} is not a usable number of minutes",
                 "set it to a finite number >= 0, such as 0.5",
             ) from None
-    data = {"format_version": FORMAT_VERSION, "keys": items, "cooldown_minutes": cooldown}
+    data = {
+        "format_version": FORMAT_VERSION,
+        "keys": items,
+        "cooldown_minutes": cooldown,
+        "providers": order,
+    }
     try:
         return parse_config(data, "environment")
     except ConfigError as exc:
@@ -94,7 +145,9 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
         index = int(m.group(1)) if exc.field and (m := re.search(r"\[(\d+)\]", exc.field)) else 0
         variable = keys[index][0] if index < len(keys) else "TAVILY_API_KEYS"
         problem = exc.problem
-        if variable == "TAVILY_API_KEYS" and exc.field and exc.field.startswith("keys["):
-            problem = f"key {index + 1} of {len(keys)}: {problem}"
-        fix = _LIST_FIX if variable == "TAVILY_API_KEYS" else exc.fix
+        listed = variable in {spec.list_env for spec in PROVIDERS.values()}
+        if listed and exc.field and exc.field.startswith("keys[") and index < len(keys):
+            same = [k for k in keys if k[0] == variable]
+            problem = f"key {same.index(keys[index]) + 1} of {len(same)}: {problem}"
+        fix = _list_fix(variable) if listed else exc.fix
         raise ConfigError("environment", variable, problem, fix) from None

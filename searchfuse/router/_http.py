@@ -141,8 +141,11 @@ class HTTP:
         timeout: httpx.Timeout | float | None = None,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        url_keyed: bool = False,
     ) -> None:
         self.base_url = base_url
+        #: The "key" is the address itself (a SearXNG instance): requests go to it.
+        self.url_keyed = url_keyed
         self.timeout = DEFAULT_TIMEOUT if timeout is None else httpx.Timeout(timeout)
         self._auth = headers
         self._transport = transport
@@ -160,7 +163,12 @@ class HTTP:
     def __repr__(self) -> str:
         return f"HTTP({self.base_url!r})"
 
-    def _url(self, client: httpx.Client | httpx.AsyncClient, request: Request) -> httpx.URL:
+    def _url(
+        self, client: httpx.Client | httpx.AsyncClient, request: Request, key: str
+    ) -> httpx.URL:
+        if self.url_keyed:
+            keyed = httpx.URL(key.rstrip("/") + request.path)
+            return keyed if request.params is None else keyed.copy_merge_params(request.params)
         url = self._urls.get(request.path)
         if url is None:
             # The URL httpx itself makes of the base URL and the path.
@@ -191,7 +199,7 @@ class HTTP:
             content = encode_json(body)
         return httpx.Request(
             request.method,
-            self._url(client, request),
+            self._url(client, request, key),
             content=content,
             headers=headers,
             extensions={"timeout": self._timeout(deadline, base).as_dict()},

@@ -6,8 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,25 +13,16 @@ from typing import Any
 
 from searchfuse._secrets import fingerprint, mask, redact
 from searchfuse.errors import ConfigError
+from searchfuse.providers._registry import PROVIDERS
+from searchfuse.router import _providers
+from searchfuse.router._keytext import check_key
+from searchfuse.router._rates import check_rate, check_rpm, key_rate
 from searchfuse.router.policy import DEFAULT_COOLDOWN_MINUTES
-from searchfuse.router.tavily import DEV_KEY_PREFIX, DEV_RPM, PROD_RPM
 
 FORMAT_VERSION = 2
 
-# Keys copied from a template and never replaced (incident 5 left a file full
-# of them): refusing them early beats 401s from every key.
-_PLACEHOLDER = re.compile(
-    r"^tvly-(?:(?:dev|prod)-)?(?:your|x{3,}|placeholder|example|replace|changeme|insert|dummy)"
-    r"|[<>…]|\.\.\.|your[-_]?(?:api[-_]?)?key",
-    re.IGNORECASE,
-)
-
-
-_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
-#: What a key may contain: printable ASCII without spaces, quotes or separators.
-_KEY_CHARS = re.compile(r"[!#-&(-+\--:<-~]+")
-_KNOWN_TOP = {"format_version", "cooldown_minutes", "keys"}
-_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm"}
+_KNOWN_TOP = {"format_version", "cooldown_minutes", "keys", "providers"}
+_KNOWN_ITEM = {"key", "account", "source", "notes", "disabled", "rpm", "provider", "url", "rate"}
 
 
 def _shown(value: Any) -> str:
@@ -45,14 +34,6 @@ def _shown(value: Any) -> str:
         text = type(value).__name__
     text = redact(text, ())
     return text if len(text) <= 60 else text[:59] + "…"
-
-
-def _describe(ch: str) -> str:
-    if ch == "\x00":
-        return "NUL (\\x00)"
-    if ch.isprintable():
-        return f"{ch!r} (U+{ord(ch):04X})"
-    return f"U+{ord(ch):04X}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +50,11 @@ class KeyEntry:
     #: Requests per minute this key may send (`None`: `SEARCHFUSE_RPM`, else
     #: Tavily's published limit for the kind of key, see `key_rpm`).
     rpm: int | None = None
+    #: The provider the key belongs to (`"tavily"` unless the configuration says).
+    provider: str = _providers.DEFAULT
+    #: Its request rate as written (`"10/s"`, `"100/min"`; `None`: `rpm`, else the
+    #: provider's published rate, see `key_rate`).
+    rate: str | None = None
 
     # Computed once: selection reads them for every key on every search.
     @functools.cached_property
@@ -88,7 +74,10 @@ class KeyEntry:
 
     def __repr__(self) -> str:
         flag = ", disabled" if self.disabled else ""
-        return f"KeyEntry({self.masked}, account={self.account!r}, notes={self.notes!r}{flag})"
+        named = f", provider={self.provider!r}" if self.provider != _providers.DEFAULT else ""
+        return (
+            f"KeyEntry({self.masked}{named}, account={self.account!r}, notes={self.notes!r}{flag})"
+        )
 
 
 @dataclass(frozen=True)
@@ -102,52 +91,19 @@ class Config:
     legacy: bool = False
     #: Top-level fields searchfuse does not know (kept when a legacy file is migrated).
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: The chain's order as configured (`()`: the order in which `keys` names providers).
+    order: tuple[str, ...] = ()
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """The chain: the providers that serve, in the order they are tried."""
+        return self.order or tuple(dict.fromkeys(entry.provider for entry in self.keys))
 
     def __repr__(self) -> str:
         return (
             f"Config(keys=[{', '.join(k.masked for k in self.keys)}], "
             f"cooldown_minutes={self.cooldown_minutes}, source={self.source!r})"
         )
-
-
-def _check_key(value: Any, source: str, where: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(
-            source, where, f"expected a key string, got {type(value).__name__}", 'write "tvly-..."'
-        )
-    key = value.strip()
-    if not key:
-        raise ConfigError(source, where, "the key is empty", "paste the key from app.tavily.com")
-    if any(ch.isspace() for ch in key):
-        raise ConfigError(
-            source, where, "the key contains white space", "paste the key without spaces"
-        )
-    if any(ch in _QUOTES for ch in key):
-        raise ConfigError(
-            source, where, "the key contains quote characters", "write the key without quotes"
-        )
-    if ";" in key:
-        raise ConfigError(
-            source, where, "the key contains ';'", "separate keys with commas, not semicolons"
-        )
-    if _PLACEHOLDER.search(key) or key.lower() in {"tvly-", "tvly"}:
-        raise ConfigError(
-            source,
-            where,
-            f"{mask(key)} is a placeholder from a template, not a real key",
-            "replace it with a key from your Tavily dashboard, or remove the entry",
-        )
-    if not _KEY_CHARS.fullmatch(key):
-        # NUL, control and non-ASCII characters cannot travel in an HTTP header:
-        # they would fail at the first request, far from the cause.
-        bad = next(ch for ch in key if not _KEY_CHARS.fullmatch(ch))
-        raise ConfigError(
-            source,
-            where,
-            f"the key contains the character {_describe(bad)}, which no Tavily key has",
-            "paste the key again from app.tavily.com (letters, digits, '-' and '_' only)",
-        )
-    return key
 
 
 def _check_text(value: Any, source: str, where: str) -> str | None:
@@ -188,45 +144,12 @@ def _cooldown(value: Any, source: str) -> float:
     return minutes
 
 
-def _rpm(value: Any, source: str, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
-        raise ConfigError(
-            source,
-            where,
-            f"expected a whole number of requests per minute (1 or more), got {_shown(value)}",
-            "write the key's rate limit, e.g. 100 for a development key, or remove the field",
-        )
-    return value
-
-
 def key_rpm(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> int:
-    """The requests per minute the router allows `entry`: its `rpm` in the keys
+    """The requests per minute the router allows a Tavily `entry`: its `rpm` in the keys
     file, else `SEARCHFUSE_RPM`, else Tavily's limit (100 for `tvly-dev-` keys,
     1000 for the others). A malformed `SEARCHFUSE_RPM` is a
-    [`ConfigError`][searchfuse.errors.ConfigError]."""
-    if entry.rpm is not None:
-        return entry.rpm
-    env = os.environ if environ is None else environ
-    text = env.get("SEARCHFUSE_RPM", "").strip()
-    if text:
-        try:
-            value: Any = int(text)
-        except ValueError:
-            value = text
-        try:
-            rpm = _rpm(value, "environment", "SEARCHFUSE_RPM")
-        except ConfigError as exc:
-            raise ConfigError(
-                "environment",
-                "SEARCHFUSE_RPM",
-                exc.problem,
-                "unset SEARCHFUSE_RPM, or set it to a whole number such as 100",
-            ) from None
-        assert rpm is not None
-        return rpm
-    return DEV_RPM if entry.key.startswith(DEV_KEY_PREFIX) else PROD_RPM
+    [`ConfigError`][searchfuse.errors.ConfigError]. (`key_rate` gives any key's rate.)"""
+    return key_rate(entry, environ).requests
 
 
 def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) -> Config:
@@ -253,7 +176,17 @@ def parse_config(data: Any, source: str = "<memory>", path: Path | None = None) 
         entries.append(entry)
     cooldown = _cooldown(data.get("cooldown_minutes"), source)
     extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
-    return Config(tuple(entries), cooldown, source=source, path=path, legacy=legacy, extra=extra)
+    used = [entry.provider for entry in entries]
+    order = _providers.check_order(data.get("providers"), used, source)
+    return Config(
+        tuple(entries),
+        cooldown,
+        source=source,
+        path=path,
+        legacy=legacy,
+        extra=extra,
+        order=order if "providers" in data else (),
+    )
 
 
 def _top(data: Any, source: str) -> tuple[dict[str, Any], list[Any], bool]:
@@ -305,11 +238,10 @@ def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
     _refuse_repeated(item, source, where)
     if isinstance(item, str):
         old_style = True
-        entry = KeyEntry(_check_key(item, source, where))
+        entry = KeyEntry(check_key(item, source, where))
     elif isinstance(item, dict):
-        if "key" not in item:
-            raise ConfigError(source, f"{where}.key", "missing", 'add "key": "tvly-..."')
-        key = _check_key(item["key"], source, f"{where}.key")
+        provider = _providers.check_provider(item.get("provider"), source, f"{where}.provider")
+        key = _item_key(item, provider, source, where)
         if "source" in item and "account" not in item:
             old_style = True
         named = "account" if "account" in item else "source"
@@ -324,8 +256,9 @@ def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
                 "write true to keep the key out of rotation, or remove the field",
             )
         extra = {k: v for k, v in item.items() if k not in _KNOWN_ITEM}
-        rpm = _rpm(item.get("rpm"), source, f"{where}.rpm")
-        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm=rpm)
+        rpm = check_rpm(item.get("rpm"), source, f"{where}.rpm")
+        rate = check_rate(item.get("rate"), source, f"{where}.rate")
+        entry = KeyEntry(key, account or None, notes, disabled, extra, rpm, provider, rate)
     else:
         raise ConfigError(
             source,
@@ -334,6 +267,20 @@ def _entry(item: Any, source: str, where: str) -> tuple[KeyEntry, bool]:
             'write {"key": "tvly-...", "account": "..."}',
         )
     return entry, old_style
+
+
+def _item_key(item: Mapping[str, Any], provider: str, source: str, where: str) -> str:
+    """The entry's key: `key`, or a url-keyed provider's `url` (its instance's address)."""
+    spec = PROVIDERS[provider]
+    if spec.url_keyed:
+        return _providers.check_url(
+            item.get("url", item.get("key")), provider, source, f"{where}.url"
+        )
+    if "key" not in item:
+        raise ConfigError(source, f"{where}.key", "missing", f'add "key": "{spec.key_example}"')
+    key = check_key(item["key"], source, f"{where}.key")
+    _providers.check_owner(key, provider, source, f"{where}.key")
+    return key
 
 
 class _Object(dict[str, Any]):
@@ -363,25 +310,44 @@ def _refuse_repeated(obj: Any, source: str, where: str | None) -> None:
         )
 
 
-def keys_from(value: Sequence[str | KeyEntry] | Config) -> Config:
+def keys_from(value: Sequence[str | KeyEntry] | Mapping[str, Sequence[Any]] | Config) -> Config:
     """A [`Config`][searchfuse.router.Config] from what a caller handed the `Router`
-    constructor."""
+    constructor: a list of keys (Tavily's), or providers' names mapped to their keys
+    in chain order (`{"tavily": [...], "exa": [...], "searxng": ["http://..."]}`)."""
     if isinstance(value, Config):
         return value
     if isinstance(value, str):
         raise TypeError("Router() takes a list of keys, not one string: Router([key])")
-    items: list[Any] = []
-    for item in value:
-        if isinstance(item, KeyEntry):
-            items.append(
-                {
-                    "key": item.key,
-                    "account": item.account,
-                    "notes": item.notes,
-                    "disabled": item.disabled,
-                    "rpm": item.rpm,
-                }
-            )
-        else:
-            items.append(item)
-    return parse_config({"format_version": FORMAT_VERSION, "keys": items}, "Router(keys=...)")
+    order: list[str] | None = None
+    raw: Sequence[Any]
+    if isinstance(value, Mapping):
+        raw, order = _providers.items_of(value)
+    else:
+        raw = value
+    items = [_as_item(item) for item in raw]
+    data: dict[str, Any] = {"format_version": FORMAT_VERSION, "keys": items}
+    if order is not None:
+        data["providers"] = order
+    return parse_config(data, "Router(keys=...)")
+
+
+def _as_item(item: Any) -> Any:
+    """A `KeyEntry` as the keys-file item it came from (anything else as it is)."""
+    named = None
+    if isinstance(item, Mapping) and isinstance(item.get("key"), KeyEntry):
+        named, item = item.get("provider"), item["key"]  # Router({"exa": [KeyEntry(...)]})
+    if not isinstance(item, KeyEntry):
+        return item
+    provider = named or item.provider
+    made = {
+        "key": item.key,
+        "account": item.account,
+        "notes": item.notes,
+        "disabled": item.disabled,
+        "rpm": item.rpm,
+        "provider": provider,
+        "rate": item.rate,
+    }
+    if PROVIDERS[provider].url_keyed:
+        made["url"] = made.pop("key")
+    return made

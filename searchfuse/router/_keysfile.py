@@ -17,7 +17,9 @@ from typing import Any
 from searchfuse import _clock
 from searchfuse._files import atomic_write, backup, clean_stale_temps
 from searchfuse.errors import ConfigError
+from searchfuse.providers._registry import PROVIDERS
 from searchfuse.router._keys import FORMAT_VERSION, Config, _pairs, parse_config
+from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
 
 log = logging.getLogger("searchfuse.config")
 
@@ -34,12 +36,18 @@ def render_config(config: Config) -> str:
     keys: list[dict[str, Any]] = []
     for entry in config.keys:
         item: dict[str, Any] = {"key": entry.key, "account": entry.account}
+        if entry.provider != DEFAULT_PROVIDER:
+            item = {"provider": entry.provider, **item}
+            if PROVIDERS[entry.provider].url_keyed:
+                item["url"] = item.pop("key")
         if entry.notes:
             item["notes"] = entry.notes
         if entry.disabled:
             item["disabled"] = True
         if entry.rpm is not None:
             item["rpm"] = entry.rpm
+        if entry.rate is not None:
+            item["rate"] = entry.rate
         # Fields we do not know belong to someone: a migration keeps them.
         item.update((k, v) for k, v in entry.extra.items() if k not in item)
         keys.append(item)
@@ -48,6 +56,8 @@ def render_config(config: Config) -> str:
         "cooldown_minutes": config.cooldown_minutes,
         "keys": keys,
     }
+    if config.order:
+        data["providers"] = list(config.order)
     data.update((k, v) for k, v in config.extra.items() if k not in data)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -56,8 +66,8 @@ def _migrate(path: Path, original: bytes, config: Config, epoch: float) -> Confi
     """Rewrite a legacy file as v2: backup, verify, replace. Returns the migrated config."""
     text = render_config(config)
     again = parse_config(json.loads(text), str(path), path)
-    if [(k.key, k.account, dict(k.extra)) for k in again.keys] != [
-        (k.key, k.account, dict(k.extra)) for k in config.keys
+    if [(k.key, k.provider, k.account, dict(k.extra)) for k in again.keys] != [
+        (k.key, k.provider, k.account, dict(k.extra)) for k in config.keys
     ] or dict(again.extra) != dict(config.extra):
         raise ConfigError(
             str(path), "keys", "migration would change the keys", "report this as a bug"

@@ -27,21 +27,21 @@ from typing import Any
 
 from searchfuse import _telemetry
 from searchfuse._wire import short_text
-from searchfuse.providers._base import Classified, Figures
+from searchfuse.providers._base import Classified, Figures, Rate
 from searchfuse.router import policy
 from searchfuse.router._options import (
     MAX_PENDING,
-    PACE_WINDOW,
     STICKY_WINDOW,
     USAGE_CLAIM,
     RouterOptions,
 )
+from searchfuse.router._rates import pace_window
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome, Park
 from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
-from searchfuse.router.state._model import KeyState
+from searchfuse.router.state._records import KeyState
 
 __all__ = ["Charged", "Ledger"]
 
@@ -64,13 +64,17 @@ class Ledger:
         self,
         store: Store,
         keys: Sequence[KeyEntry],
-        rpm: Mapping[str, int],
+        rates: Mapping[str, Rate],
         options: RouterOptions,
         scrub: Callable[[str], str],
+        *,
+        own_holds_only: bool = False,
     ) -> None:
         self.store = store
         self.keys = tuple(keys)
-        self.rpm = rpm
+        self.rates = rates  # each key's request rate, by fingerprint
+        #: In a chain under "retry", another provider's hold does not hold this one.
+        self.own_holds_only = own_holds_only
         self.options = options
         self.now = options.now
         self._scrub = scrub
@@ -122,6 +126,8 @@ class Ledger:
             now = self.now()
         if state is None:
             state = self.view(now)
+        if self.own_holds_only and state.hold_key not in self._masked:
+            return 0.0, None
         masked = self._masked.get(state.hold_key or "") if state.hold_key else None
         return state.hold_left(now), masked
 
@@ -154,16 +160,22 @@ class Ledger:
 
     # -- granting, settling, refunding ------------------------------------------------
 
+    def _foreign_hold(self, now: float) -> bool:
+        """A hold runs that another provider's key set (see `own_holds_only`)."""
+        state = self._view_state if self.own_holds_only else None
+        return state is not None and state.hold_left(now) > 0 and state.hold_key not in self._masked
+
     def grant(self, entry: KeyEntry, credits: float | None, *, honour_hold: bool = True) -> Grant:
         """One transaction: the hold, the key's state, a slot in its pacing window and,
         with `credits`, the search counted in advance (see `settle`)."""
         now = self.now()
         fp = entry.fingerprint
-        rpm = self.rpm[fp] if self.options.pace else None
-        honour = honour_hold and self.options.on_429 != "failover"
+        rate = self.rates[fp]
+        rpm = rate.requests if self.options.pace else None
+        honour = honour_hold and self.options.on_429 != "failover" and not self._foreign_hold(now)
         charge = None if credits is None else Charge(fp, entry.account_id, entry.account, credits)
         result = self.store.grant(
-            now, fp, rpm=rpm, window=PACE_WINDOW, honour_hold=honour, charge=charge
+            now, fp, rpm=rpm, window=pace_window(rate), honour_hold=honour, charge=charge
         )
         self._trusted = result.verdict == "ok" and result.fresh
         return result

@@ -16,13 +16,8 @@ import httpx
 from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse.errors import ConfigError
-from searchfuse.providers.tavily import TAVILY, resolve_base_url
-from searchfuse.router import _admin, _deadline
-from searchfuse.router._breaker import Breaker
-from searchfuse.router._call import call_flow, request_flow
-from searchfuse.router._core import Core
-from searchfuse.router._http import HTTP
-from searchfuse.router._ledger import Ledger
+from searchfuse.router import _admin, _chain, _chainview, _deadline
+from searchfuse.router._call import call_flow
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
     DEFAULT_DEADLINE,
@@ -38,7 +33,6 @@ from searchfuse.router.config import (
     Config,
     KeyEntry,
     config_from_env,
-    key_rpm,
     keys_from,
     load_config,
 )
@@ -112,11 +106,22 @@ class Router:
         breaker_threshold: upstream failures in a row (5xx, timeouts, no
             connection) after which the whole router pauses for
             `cooldown_minutes` (default 6).
+        base_urls: the other providers' addresses by name (`{"exa": ...}`); their
+            `*_BASE_URL` variables override the defaults (`base_url` stays Tavily's).
+        overflow: let a provider whose keys are all at their rate pass the call to
+            the next provider with room at once, instead of waiting (`max_wait`).
+
+    `keys` may map providers to their keys, in chain order:
+    `Router({"tavily": [...], "exa": [...], "searxng": ["http://127.0.0.1:8888"]})`.
+    A call then moves down the chain only as `searchfuse.router._chain` says: never
+    on a rate limit under `on_429="stop"`, after the retries under `"retry"`, past
+    a provider no key of which can serve; each result's `searchfuse.degraded` says
+    which provider was passed over and why.
     """
 
     def __init__(
         self,
-        keys: Sequence[str | KeyEntry] | Config,
+        keys: Sequence[str | KeyEntry] | Mapping[str, Sequence[Any]] | Config,
         *,
         state: Store | str | os.PathLike[str] | None = None,
         base_url: str | None = None,
@@ -134,6 +139,8 @@ class Router:
         deadline: float | None = DEFAULT_DEADLINE,
         max_keys_per_call: int = DEFAULT_MAX_KEYS_PER_CALL,
         breaker_threshold: int = DEFAULT_BREAKER_THRESHOLD,
+        base_urls: Mapping[str, str] | None = None,
+        overflow: bool = False,
     ) -> None:
         environ: Mapping[str, str] = self.__dict__.pop("_environ", os.environ)
         missing: str | None = self.__dict__.pop("_missing", None)
@@ -155,21 +162,19 @@ class Router:
             self.config = keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
         self.options = options = options.cooled(minutes)
-        self._rpm = {entry.fingerprint: key_rpm(entry, environ) for entry in self.config.keys}
         self._clock = clock
-        self.http = HTTP(
-            resolve_base_url(base_url, environ),
-            TAVILY.headers,
-            timeout=timeout,
-            transport=transport,
-            async_transport=async_transport,
-        )
         self._secrets = secrets = KnownKeys(entry.key for entry in self.config.keys)
-        ledger = Ledger(open_store(state), self.config.keys, self._rpm, options, self._scrub)
-        breaker = Breaker(breaker_threshold)
-        self._core = Core(
-            options, ledger, TAVILY, self.http, breaker, secrets, environ, fallback, self._scrub
+        urls = dict(base_urls or {})
+        transports = (timeout, transport, async_transport)
+        wiring = _chain.Wiring(
+            environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
+        store = open_store(state)
+        self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
+        self._core = self._chain.first
+        self.http = self._core.http
+        rates = [core.ledger.rates for core in self._chain.cores]
+        self._rpm = {fp: rate.requests for each in rates for fp, rate in each.items()}
         self.fallback = fallback
         _admin.warn_if_degraded(self._core, self.config.source, missing)
 
@@ -252,34 +257,21 @@ class Router:
     def _deadline(self, at_least: float | None = None) -> float | None:
         return _deadline.deadline_after(self.options.deadline, at_least)
 
-    def _body(self, query: str, max_results: int, params: dict[str, Any]) -> Mapping[str, Any]:
-        return self._core.provider.check(
-            "/search", {"query": query, "max_results": max_results, **params}
-        )
-
     def search(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Search with the best available key; Tavily's JSON as a dict (see the class)."""
-        body = self._core.provider.check(
-            "/search", {"query": query, "max_results": max_results, **params}
-        )
+        body = self._chain.check("/search", {"query": query, "max_results": max_results, **params})
         deadline = self._deadline()
         with _telemetry.search_span() as span:
-            result = drive(
-                self._core,
-                request_flow(self._core, "/search", body, None, deadline),
-                None,
-                deadline,
-            )
+            flow = self._chain.flow("/search", body, None, deadline)
+            result = drive(self._core, flow, None, deadline)
             span.served(result)
         return result
 
     async def asearch(self, query: str, *, max_results: int = 5, **params: Any) -> dict[str, Any]:
         """Async twin of [`search`][searchfuse.Router.search]."""
-        body = self._core.provider.check(
-            "/search", {"query": query, "max_results": max_results, **params}
-        )
+        body = self._chain.check("/search", {"query": query, "max_results": max_results, **params})
         deadline = self._deadline()
-        flow = request_flow(self._core, "/search", body, None, deadline)
+        flow = self._chain.flow("/search", body, None, deadline)
         with _telemetry.search_span() as span:
             result = await adrive(self._core, flow, None, deadline)
             span.served(result)
@@ -290,9 +282,9 @@ class Router:
     ) -> dict[str, Any]:
         """`POST` `body` to one of Tavily's `ENDPOINTS` and return its JSON (see the class)."""
         check_timeout(timeout)
-        sent = self._core.provider.check(endpoint, body)
+        sent = self._chain.check(endpoint, body)
         deadline = self._deadline(timeout)
-        flow = request_flow(self._core, endpoint, sent, timeout, deadline)
+        flow = self._chain.flow(endpoint, sent, timeout, deadline)
         with _telemetry.search_span(endpoint.strip("/")) as span:
             result = drive(self._core, flow, None, deadline)
             span.served(result)
@@ -303,9 +295,9 @@ class Router:
     ) -> dict[str, Any]:
         """Async twin of [`request`][searchfuse.Router.request]."""
         check_timeout(timeout)
-        sent = self._core.provider.check(endpoint, body)
+        sent = self._chain.check(endpoint, body)
         deadline = self._deadline(timeout)
-        flow = request_flow(self._core, endpoint, sent, timeout, deadline)
+        flow = self._chain.flow(endpoint, sent, timeout, deadline)
         with _telemetry.search_span(endpoint.strip("/")) as span:
             result = await adrive(self._core, flow, None, deadline)
             span.served(result)
@@ -328,29 +320,31 @@ class Router:
         runs, [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is
         cooling, exhausted or disabled.
         """
-        _admin.ensure_available(self._core)
+        _chainview.ensure_available(self._chain.cores)
 
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
-        return _admin.status(self._core)
+        return _chainview.status(self._chain.cores)
 
-    def test_keys(self) -> list[ProbeResult]:
-        """Ask `/usage` for every key, one at a time (no search credits), and refresh the
-        state; keys whose `/usage` budget (10 per 10 minutes) is used up are skipped."""
-        return drive(self._core, _admin.probe_flow(self._core))
+    def test_keys(self, spend: bool = False) -> list[ProbeResult]:
+        """Check every key with its provider's free probe, one at a time (Tavily `/usage`,
+        SearXNG `/healthz`), and refresh the state; keys whose probe budget is used up
+        are skipped. A provider without a free probe is noted "not probed: a probe
+        costs a search", unless `spend=True` (then a one-result search per key)."""
+        return drive(self._core, _chainview.probe_flow(self._chain.cores, spend))
 
-    async def atest_keys(self) -> list[ProbeResult]:
+    async def atest_keys(self, spend: bool = False) -> list[ProbeResult]:
         """Async twin of [`test_keys`][searchfuse.Router.test_keys] (still one key at a time)."""
-        return await adrive(self._core, _admin.probe_flow(self._core))
+        return await adrive(self._core, _chainview.probe_flow(self._chain.cores, spend))
 
     def diagnose(self, probe: bool = False) -> Diagnosis:
         """Explain, in verification order (state, cooldown, quota, probe, verdict), whether
         and why the keys can serve; `probe=True` asks each key's `/usage` first."""
-        return drive(self._core, _admin.diagnose_flow(self._core, probe))
+        return drive(self._core, _chainview.diagnose_flow(self._chain.cores, probe))
 
     async def adiagnose(self, probe: bool = False) -> Diagnosis:
         """Async twin of [`diagnose`][searchfuse.Router.diagnose] (still one key at a time)."""
-        return await adrive(self._core, _admin.diagnose_flow(self._core, probe))
+        return await adrive(self._core, _chainview.diagnose_flow(self._chain.cores, probe))
 
     def shared_cache(
         self, *, ttl: float = 900.0, maxsize: int = 256
@@ -365,12 +359,14 @@ class Router:
         self._core.ledger.clear()
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
-        self.http.close()
+        """Close the HTTP connection pools."""
+        for core in self._chain.cores:
+            core.http.close()
 
     async def aclose(self) -> None:
-        """Close both HTTP connection pools."""
-        await self.http.aclose()
+        """Close every HTTP connection pool, sync and async."""
+        for core in self._chain.cores:
+            await core.http.aclose()
 
     def __enter__(self) -> Router:
         return self

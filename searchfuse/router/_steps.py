@@ -64,6 +64,7 @@ class Fallback(_sansio.Step):
     """The router's fallback search function, for this body."""
 
     body: Mapping[str, Any]
+    fn: Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +93,18 @@ def drive(
     deadline: float | None = None,
 ) -> T:
     """Run a router flow synchronously."""
-    http, provider = core.http, core.provider
 
     def probe(step: Probe) -> Any:
-        request = provider.probe()
+        link = core.link(step.entry.provider)
+        request = link.provider.probe()
         assert request is not None
         try:
-            return http.send(step.entry.key, request, _probe_deadline(core, deadline))
+            return link.http.send(step.entry.key, request, _probe_deadline(core, deadline))
         except httpx.HTTPError as exc:
             return exc
 
     def send(step: Send) -> Any:
+        http = core.link(step.entry.provider).http
         try:
             return http.send(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
@@ -116,9 +118,8 @@ def drive(
             return exc
 
     def fallback(step: Fallback) -> Any:
-        assert core.fallback is not None
         query, params = _fallback_args(step.body)
-        result = core.fallback(query, **params)
+        result = step.fn(query, **params)
         if inspect.isawaitable(result):
             raise TypeError("an async fallback needs asearch(), not search()")
         return result
@@ -148,17 +149,18 @@ async def adrive(
     lock (SQLite, a file, Redis) is driven from a worker thread, so the event
     loop never blocks on another process's transaction.
     """
-    http, provider = core.http, core.provider
 
     async def probe(step: Probe) -> Any:
-        request = provider.probe()
+        link = core.link(step.entry.provider)
+        request = link.provider.probe()
         assert request is not None
         try:
-            return await http.asend(step.entry.key, request, _probe_deadline(core, deadline))
+            return await link.http.asend(step.entry.key, request, _probe_deadline(core, deadline))
         except httpx.HTTPError as exc:
             return exc
 
     async def send(step: Send) -> Any:
+        http = core.link(step.entry.provider).http
         try:
             return await http.asend(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
@@ -172,9 +174,8 @@ async def adrive(
             return exc
 
     async def fallback(step: Fallback) -> Any:
-        assert core.fallback is not None
         query, params = _fallback_args(step.body)
-        result = core.fallback(query, **params)
+        result = step.fn(query, **params)
         return await result if inspect.isawaitable(result) else result
 
     async def sleep(step: Sleep) -> None:

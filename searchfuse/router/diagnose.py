@@ -13,7 +13,7 @@ order and only then names a verdict:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,8 @@ class Diagnosis:
     burst: bool
     advice: str
     retry_after: float | None = None
+    #: Each provider's own verdict, in chain order (`{"tavily": "exhausted", "exa": "healthy"}`).
+    by_provider: Mapping[str, str] = field(default_factory=dict)
 
     def step(self, name: str) -> Step:
         """The step called `name`."""
@@ -90,6 +92,7 @@ class Diagnosis:
             "burst": self.burst,
             "advice": self.advice,
             "retry_after": self.retry_after,
+            "by_provider": dict(self.by_provider),
         }
 
     def brief(self) -> str:

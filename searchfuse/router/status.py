@@ -45,6 +45,8 @@ class KeyStatus:
     last_error: str | None
     last_sync_age: float | None
     searches: int
+    #: The provider the key belongs to (`"tavily"`, `"exa"`, ...).
+    provider: str = "tavily"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (what `searchfuse status --json` prints)."""
@@ -59,6 +61,8 @@ class ProbeResult:
     fingerprint: str
     status_code: int | None
     note: str
+    #: The provider the key belongs to.
+    provider: str = "tavily"
 
     @property
     def ok(self) -> bool:
@@ -106,4 +110,5 @@ def key_status(
         last_error=text(ks.last_error),
         last_sync_age=None if ks.last_sync_at is None else max(0.0, now - ks.last_sync_at),
         searches=ks.searches,
+        provider=c.entry.provider,
     )

@@ -261,7 +261,11 @@ def test_the_router_skips_an_invalid_key(fake_tavily: FakeTavily, router: Router
     assert len(result["results"]) == 3
     # Which key served is for people: the artifact, not what the model reads.
     assert "searchfuse" not in result
-    assert answer.artifact["searchfuse"] == {"served_by": "tavily", "key": mask(OTHER)}
+    assert answer.artifact["searchfuse"] == {
+        "served_by": "tavily",
+        "key": mask(OTHER),
+        "degraded": None,
+    }
     assert [(r.key_fingerprint, r.status) for r in fake_tavily.requests] == [
         (fingerprint(KEY), 401),  # revoked upstream: the router moves on, the model never knows
         (fingerprint(OTHER), 200),

@@ -117,7 +117,11 @@ async def test_each_method_reaches_its_endpoint_with_one_key_and_keeps_the_shape
     result = await through(router, method)
     ((key, status),) = posts(fake_tavily, method)
     assert (key, status) == (fake_tavily.fingerprint(K1), 200)
-    assert result["searchfuse"] == {"served_by": "tavily", "key": "tvly-dev-…0001"}
+    assert result["searchfuse"] == {
+        "served_by": "tavily",
+        "key": "tvly-dev-…0001",
+        "degraded": None,
+    }
     # Usage was asked for the router's accounting, not by the caller: not handed back.
     assert "usage" not in result
     assert result["results"]

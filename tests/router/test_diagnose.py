@@ -265,6 +265,7 @@ def test_warning_when_every_key_is_exhausted(
         "served_by": "fallback",
         "fallback": "fallback_search",
         "reason": "exhausted",
+        "degraded": None,
     }
 
 

@@ -68,7 +68,7 @@ def test_a_forked_child_takes_its_own_lock(tmp_path: Path) -> None:
 
 def test_pacing_logs_are_packed_and_the_older_list_form_still_reads(tmp_path: Path) -> None:
     from searchfuse.router.state import JsonFileStore, State
-    from searchfuse.router.state._model import state_from_json, state_to_json
+    from searchfuse.router.state._codec import state_from_json, state_to_json
 
     state = State(month="2026-12")
     for i in range(1000):

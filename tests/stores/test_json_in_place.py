@@ -399,7 +399,7 @@ def test_a_writer_killed_at_any_moment_leaves_a_readable_file(tmp_path: Path) ->
 
 def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path: Path) -> None:
     from searchfuse.router.state import MemoryStore, acquire
-    from searchfuse.router.state._model import state_to_json
+    from searchfuse.router.state._codec import state_to_json
 
     path = tmp_path / "quota.json"
     first, second = JsonFileStore(path), JsonFileStore(path)

@@ -25,22 +25,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._codec import STATE_VERSION
+from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._json import JsonFileStore
 from searchfuse.router.state._memory import MemoryStore
-from searchfuse.router.state._model import (
-    STATE_VERSION,
-    AccountUsage,
-    Availability,
-    Charge,
-    Grant,
-    KeyState,
-    KeyUsage,
-    Ring,
-    State,
-    acquire,
-    month_of,
-)
+from searchfuse.router.state._month import month_of
 from searchfuse.router.state._paths import redis_url
+from searchfuse.router.state._records import AccountUsage, Availability, KeyState, KeyUsage, State
+from searchfuse.router.state._ring import Ring
 
 if TYPE_CHECKING:
     from searchfuse.router.state._redis import RedisStore

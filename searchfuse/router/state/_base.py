@@ -6,19 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from searchfuse.router.state._model import (
-    AccountUsage,
-    Charge,
-    Grant,
-    KeyState,
-    Ring,
-    State,
-    acquire,
-    copied,
-    month_of,
-    rolled,
-    rollover,
-)
+from searchfuse.router.state._grant import Charge, Grant, acquire
+from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
+from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._trust import clamp_slots, newest_ring
 
 __all__ = ["Changes", "Store", "TxState"]

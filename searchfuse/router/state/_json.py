@@ -30,18 +30,11 @@ from typing import Any, TypeVar
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._model import (
-    Ring,
-    State,
-    copied,
-    looks_like_state,
-    month_of,
-    rolled,
-    rollover,
-    state_from_json,
-    state_to_json,
-)
+from searchfuse.router.state._codec import looks_like_state, state_from_json, state_to_json
+from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._paths import check_path, ensure_parent, not_state
+from searchfuse.router.state._records import State, copied
+from searchfuse.router.state._ring import Ring
 
 __all__ = ["JsonFileStore"]
 

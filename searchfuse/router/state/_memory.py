@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._model import State, copied, month_of, rolled, rollover
+from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._records import State, copied
 
 __all__ = ["MemoryStore"]
 

@@ -27,24 +27,20 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._model import (
-    AccountUsage,
-    KeyState,
-    Ring,
-    State,
+from searchfuse.router.state._month import month_of, rolled_key, rollover
+from searchfuse.router.state._records import AccountUsage, KeyState, State
+from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
+from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._trust import future_slot, newest_ring
+from searchfuse.router.state._values import (
     _warn,
     account_from_fields,
     account_to_fields,
     key_from_fields,
     key_to_fields,
-    month_of,
     optional_number,
     optional_text,
-    rolled_key,
-    rollover,
 )
-from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
-from searchfuse.router.state._trust import future_slot, newest_ring
 
 __all__ = ["RedisStore", "redacted_url"]
 

@@ -24,38 +24,32 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._model import (
-    ACCOUNT_FIELDS,
+from searchfuse.router.state._codec import looks_like_state, state_from_json
+from searchfuse.router.state._grant import Charge, Grant, acquire, search_log
+from searchfuse.router.state._month import month_of, rolled_key, rollover
+from searchfuse.router.state._paths import check_path, not_state
+from searchfuse.router.state._records import (
     CHARGED_ACCOUNT_FIELDS,
     CHARGED_KEY_FIELDS,
-    KEY_FIELDS,
     AccountUsage,
-    Charge,
-    Grant,
     KeyState,
     KeyUsage,
-    Ring,
     State,
+    copied,
+)
+from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._trust import future_slot, newest_ring
+from searchfuse.router.state._values import (
+    ACCOUNT_FIELDS,
+    KEY_FIELDS,
     account_from_fields,
     account_to_fields,
-    acquire,
-    copied,
     key_from_fields,
     key_to_fields,
-    looks_like_state,
-    month_of,
     optional_number,
     optional_text,
-    rolled_key,
-    rollover,
-    search_log,
-    state_from_json,
 )
-from searchfuse.router.state._model import (
-    _warn as _default_warn,
-)
-from searchfuse.router.state._paths import check_path, not_state
-from searchfuse.router.state._trust import future_slot, newest_ring
+from searchfuse.router.state._values import _warn as _default_warn
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 

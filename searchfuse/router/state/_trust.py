@@ -19,7 +19,7 @@ import logging
 import math
 from collections.abc import Iterable
 
-from searchfuse.router.state._model import Ring
+from searchfuse.router.state._ring import Ring
 
 __all__ = ["clamp_slots", "future_slot", "newest_ring", "slot_time"]
 

@@ -1,0 +1,89 @@
+"""The admin calls over a whole chain: status, key checks and the diagnosis, per provider.
+
+Each provider's core answers for its own keys (`_admin`); this puts the answers
+together in chain order. The diagnosis keeps the verification order, each
+step's evidence names every key's provider, `by_provider` gives each
+provider's verdict, and the overall verdict is `"healthy"` while some provider
+can serve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from searchfuse._sansio import Step
+from searchfuse.errors import CooldownActive, NoKeyAvailable
+from searchfuse.router import _admin
+from searchfuse.router._core import Core
+from searchfuse.router.diagnose import Diagnosis
+from searchfuse.router.diagnose import Step as DiagnosisStep
+from searchfuse.router.status import KeyStatus, ProbeResult
+
+__all__ = ["diagnose_flow", "ensure_available", "probe_flow", "status"]
+
+
+def status(cores: Sequence[Core]) -> list[KeyStatus]:
+    """Every key of every provider, in chain order."""
+    return [record for core in cores for record in _admin.status(core)]
+
+
+def probe_flow(cores: Sequence[Core], spend: bool) -> Generator[Step, Any, list[ProbeResult]]:
+    """Every provider's keys checked, one at a time, each as its provider allows."""
+    results: list[ProbeResult] = []
+    for core in cores:
+        results.extend((yield from _admin.probe_flow(core, spend)))
+    return results
+
+
+def ensure_available(cores: Sequence[Core]) -> None:
+    """Return when some provider can serve now; else raise the first provider's refusal.
+
+    A hold raises at once when the chain would not move past it (`on_429="stop"`).
+    """
+    first: Exception | None = None
+    held: Exception | None = None
+    for core in cores:
+        try:
+            _admin.ensure_available(core)
+            return
+        except CooldownActive as exc:
+            if core.options.on_429 != "retry" or core is cores[-1]:
+                raise
+            held = exc
+        except NoKeyAvailable as exc:
+            first = first or exc
+    failure = first or held
+    assert failure is not None
+    raise failure
+
+
+def diagnose_flow(cores: Sequence[Core], probe: bool) -> Generator[Step, Any, Diagnosis]:
+    """The diagnosis of every provider, put together (see the module docstring)."""
+    each: list[tuple[str, Diagnosis]] = []
+    for core in cores:
+        each.append((core.provider.name, (yield from _admin.diagnose_flow(core, probe))))
+    by_provider = {name: str(d.verdict) for name, d in each}
+    if len(each) == 1:
+        return dataclasses.replace(each[0][1], by_provider=by_provider)
+    titles = {core.provider.name: core.provider.title for core in cores}
+    serving = next((d for _, d in each if d.verdict == "healthy"), None)
+    head = serving or each[0][1]
+    steps = []
+    for i, step in enumerate(each[0][1].steps):
+        findings = []
+        evidence: list[dict[str, Any]] = []
+        for name, diagnosis in each:
+            if i < len(diagnosis.steps):
+                own = diagnosis.steps[i]
+                findings.append(f"{titles[name]}: {own.finding}")
+                evidence.extend({"provider": name, **ev} for ev in own.evidence)
+        steps.append(DiagnosisStep(step.name, "; ".join(findings), evidence))
+    return dataclasses.replace(
+        head,
+        steps=tuple(steps),
+        verdict=head.verdict,
+        burst=any(d.burst for _, d in each),
+        by_provider=by_provider,
+    )

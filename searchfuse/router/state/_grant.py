@@ -1,0 +1,89 @@
+"""The pick: one decision, inside the store's transaction."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from searchfuse.router.state._records import Availability, State
+
+__all__ = ["GRANTED", "GRANTED_CLEAN", "Charge", "Grant", "acquire", "search_log"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a store said to "may this key send a search now?".
+
+    `verdict` is `"ok"` (the request is counted in the key's pacing log and
+    may be sent), `"held"` (the router-wide 429 hold runs), `"blocked"`
+    (the key is cooling, exhausted or disabled: see `availability`) or
+    `"paced"` (the key's rate is used up). `wait` is the seconds until the
+    hold ends, the cooldown ends, or the pacing log has room.
+    """
+
+    verdict: str
+    wait: float = 0.0
+    availability: Availability = Availability.AVAILABLE
+    hold_key: str | None = None
+    #: With `"ok"` and a charge: the key already looked as a success leaves it.
+    clean: bool = False
+    #: The store decided on records it knew to be current: nothing was
+    #: written by another process (or store) since its own last write.
+    fresh: bool = False
+
+
+GRANTED = Grant("ok")
+#: A granted, charged search on a key that a success would not change.
+GRANTED_CLEAN = Grant("ok", clean=True)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A search counted when it is granted, so that a served search needs
+    no second transaction: `credits` on key `fp` of account `account_id`."""
+
+    fp: str
+    account_id: str
+    account: str | None
+    credits: float
+
+
+def search_log(fp: str) -> str:
+    """The name of key `fp`'s pacing log of searches."""
+    return f"search:{fp}"
+
+
+def acquire(
+    state: State,
+    fp: str,
+    now: float,
+    *,
+    rpm: int | None,
+    window: float,
+    honour_hold: bool,
+    charge: Charge | None = None,
+) -> Grant:
+    """Check the hold and the key, then count the search in the key's pacing log.
+
+    Runs inside one transaction, so the hold another process wrote with its
+    park, and the pacing every process shares, are seen before anything is sent.
+    With `charge`, a granted search is also counted (and its expected credits):
+    the router refunds it if the search is not served.
+    """
+    if honour_hold:
+        left = state.hold_left(now)
+        if left > 0:
+            return Grant("held", left, hold_key=state.hold_key)
+    ks = state.key(fp)
+    availability = ks.availability(now)
+    if availability is not Availability.AVAILABLE:
+        wait = ks.cooldown_left(now) if availability is Availability.COOLING else math.inf
+        return Grant("blocked", wait, availability)
+    if rpm is not None:
+        wait = state.take(search_log(fp), rpm, window, now)
+        if wait > 0:
+            return Grant("paced", wait)
+    if charge is not None:
+        clean = state.charge(charge.fp, charge.account_id, charge.account, charge.credits, now)
+        return GRANTED_CLEAN if clean else GRANTED
+    return GRANTED
