@@ -190,9 +190,9 @@ async def test_a_repeat_on_the_event_loop_is_a_hit_while_the_write_is_still_runn
     gate = threading.Event()
     write = router.store.cache_set
 
-    def slow_write(*args: Any) -> None:
+    def slow_write(*args: Any, **kwargs: Any) -> None:
         gate.wait(5)  # the store is busy (another process holds its lock)
-        write(*args)
+        write(*args, **kwargs)
 
     monkeypatch.setattr(router.store, "cache_set", slow_write)
 
@@ -280,3 +280,26 @@ def test_an_argument_whose_repr_shows_its_address_never_shares_an_entry(tmp_path
     assert [web_search("q", Point(n)) for n in range(30)] == list(range(30))
     with pytest.raises(TypeError):
         stable_key(search_key("q", where=Point(1)))
+
+
+@pytest.mark.parametrize("behind", [30 * 86400.0, 0.0, -30 * 86400.0])
+def test_redis_keeps_an_entry_for_its_ttl_on_the_routers_clock(
+    redis_url: str, behind: float
+) -> None:
+    # A router's clock a month behind the server's (as under FakeClock) or ahead:
+    # Redis's own expiry is the entry's ttl, not the gap between the clocks.
+    clock = FakeClock(time.time() - behind)
+    fake = FakeTavily([KEY], clock=clock)
+    ns = uuid.uuid4().hex
+    router = Router(
+        [KEY], state=RedisStore(redis_url, namespace=ns), clock=clock, transport=fake.transport()
+    )
+    web_search = tool(router, clock)
+    with turn():
+        web_search("when does it expire")
+    store = router.store
+    assert isinstance(store, RedisStore)
+    (name,) = store.cache_keys(clock())
+    ttl_ms = store.client.pttl(f"{ns}:c:{name}")
+    assert 900_000 <= ttl_ms <= 960_000  # the guard's 15 minutes, and a minute to spare
+    router.close()

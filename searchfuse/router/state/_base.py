@@ -89,8 +89,14 @@ class Store(Protocol):
         """The cached text under `key`, or `None` when missing or expired."""
         ...
 
-    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
-        """Keep `value` until `expires_at`; at most `maxsize` entries are kept."""
+    def cache_set(
+        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
+    ) -> None:
+        """Keep `value` until `expires_at`; at most `maxsize` entries are kept.
+
+        `now` is the writer's clock (the router's): a store whose own expiry
+        counts on another clock (Redis's TTL) keeps the entry `expires_at - now`
+        seconds, whatever the two clocks say."""
         ...
 
     def cache_delete(self, key: str) -> None:

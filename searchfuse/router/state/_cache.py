@@ -196,25 +196,31 @@ class SharedCache(MutableMapping[Hashable, Any]):
         if not faithful:
             # {1: ("a", "b")} would come back as {"1": ["a", "b"]}: another value.
             raise ValueError("does not come back from JSON unchanged, cannot be shared")
-        expires = self.timer() + self.ttl
+        now = self.timer()
+        expires = now + self.ttl
         if not _on_event_loop():
-            self._write(name, text, expires)
+            self._write(name, text, now, expires)
             return
         # A write may wait for another process's lock: never on the event loop.
         entry = (text, expires)
         with self._pending_lock:
             self._pending[name] = entry
-        _writer().submit(self._write, name, text, expires, entry)
+        _writer().submit(self._write, name, text, now, expires, entry)
 
     def _write(
-        self, name: str, text: str, expires: float, entry: tuple[str, float] | None = None
+        self,
+        name: str,
+        text: str,
+        now: float,
+        expires: float,
+        entry: tuple[str, float] | None = None,
     ) -> None:
         try:
             if entry is not None:
                 with self._pending_lock:
                     if self._pending.get(name) is not entry:
                         return  # deleted, cleared or written again since
-            self.store.cache_set(name, text, expires, self.maxsize)
+            self.store.cache_set(name, text, expires, self.maxsize, now=now)
         except StoreUnavailable as exc:
             log.warning("shared cache unavailable, result not cached: %s", exc)
         except Exception as exc:

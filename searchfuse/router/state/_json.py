@@ -770,7 +770,9 @@ class JsonFileStore(Store):
             edit(cache)
             self._save(state, cache)
 
-    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+    def cache_set(
+        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
+    ) -> None:
         def edit(cache: dict[str, Any]) -> None:
             cache.pop(key, None)
             while cache and len(cache) >= maxsize:

@@ -109,7 +109,9 @@ class MemoryStore(Store):
                 return None
             return hit[0]
 
-    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+    def cache_set(
+        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
+    ) -> None:
         with self._lock:
             self._cache.pop(key, None)
             while self._cache and len(self._cache) >= maxsize:

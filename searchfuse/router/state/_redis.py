@@ -573,10 +573,15 @@ class RedisStore(Store):
             return None
         return value
 
-    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+    def cache_set(
+        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
+    ) -> None:
         # Expiry is decided on the router's clock (stored with the value); Redis's
-        # own TTL, counted from now on the server, only collects the entry later.
-        ttl_ms = max(1000, math.ceil((expires_at - time.time()) * 1000) + 60_000)
+        # own TTL, counted from now on the server, only collects the entry later:
+        # it is the entry's length on the writer's clock (a test clock months
+        # behind would otherwise make it a second), with a minute to spare.
+        left = expires_at - (time.time() if now is None else now)
+        ttl_ms = max(1000, math.ceil(left * 1000) + 60_000)
 
         def put() -> None:
             with self.client.pipeline() as pipe:

@@ -1152,7 +1152,9 @@ class SqliteStore(Store):
             return None
         return str(row[0])
 
-    def cache_set(self, key: str, value: str, expires_at: float, maxsize: int) -> None:
+    def cache_set(
+        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
+    ) -> None:
         with self._transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO cache (key, value, expires) VALUES (?, ?, ?)",
