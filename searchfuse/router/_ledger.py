@@ -35,14 +35,14 @@ from searchfuse.router._options import (
     USAGE_CLAIM,
     RouterOptions,
 )
+from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import pace_window
 from searchfuse.router._spend import Line, Spent, give_back, settlement
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
-from searchfuse.router.policy import Outcome, Park
+from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
-from searchfuse.router.state._records import KeyState
 
 __all__ = ["Charged", "Ledger"]
 
@@ -283,7 +283,7 @@ class Ledger:
                 return 0.0
             ks.note_error(now, answer.status, error)
             parked = seconds if park else 0.0
-            return _park(
+            return park_key(
                 state, ks, entry, reaction.park, str(answer.outcome), now, parked, hold, retry_hold
             )
 
@@ -391,27 +391,3 @@ def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:
     """Refund what `charged` counted, budgets included (inside a transaction)."""
     state.refund(entry.fingerprint, entry.account_id, charged.credits)
     give_back(state, charged.spent)
-
-
-def _park(
-    state: State,
-    ks: KeyState,
-    entry: KeyEntry,
-    kind: Park,
-    reason: str,
-    now: float,
-    seconds: float,
-    hold: bool,
-    retry_hold: float,
-) -> float:
-    """Park `ks` as the reaction says (inside the reaction's transaction)."""
-    if kind is Park.EXHAUSTED:
-        ks.exhausted = True
-    elif seconds > 0:
-        ks.park(now, seconds, reason)
-        if hold:
-            state.hold(entry.fingerprint, now + seconds)
-    elif retry_hold > 0 and state.hold_left(now) <= 0:
-        state.hold(entry.fingerprint, now + retry_hold)
-        return retry_hold
-    return 0.0

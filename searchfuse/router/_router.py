@@ -181,8 +181,7 @@ class Router:
         self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
-        rates = [core.ledger.rates for core in self._chain.cores]
-        self._rpm = {fp: rate.requests for each in rates for fp, rate in each.items()}
+        self._rpm = {fp: r.requests for c in self._chain.cores for fp, r in c.ledger.rates.items()}
         for core in self._chain.cores:
             core.spend = spend
         self.fallback = fallback
