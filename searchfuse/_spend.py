@@ -18,13 +18,23 @@ session, an OpenAI Agents or Pydantic AI run, a smolagents task).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, get_args
 
-__all__ = ["Budget", "Per", "Period", "SpendScope", "Unit", "current_spend", "spend_scope"]
+__all__ = [
+    "Budget",
+    "Per",
+    "Period",
+    "SpendScope",
+    "Unit",
+    "conversation_scope",
+    "current_spend",
+    "spend_scope",
+]
 
 Unit = Literal["searches", "credits", "usd"]
 Per = Literal["conversation", "user", "router"]
@@ -159,3 +169,13 @@ class spend_scope:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def conversation_scope(conversation: str | None) -> spend_scope | contextlib.nullcontext[None]:
+    """What an integration enters around a call: `spend_scope(conversation=...)` naming
+    the framework's own conversation (its run, task or session), or nothing when the
+    framework gave none. An application's own `spend_scope(conversation=...)` around
+    the call wins: the integration names a conversation only where none is named."""
+    if conversation is None or current_spend().conversation is not None:
+        return contextlib.nullcontext()
+    return spend_scope(conversation=conversation)

@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'searchfuse.integrations.pydantic_ai needs Pydantic AI: pip install ".[pydantic-ai]"'
     ) from exc
 
+from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard, turn
 from searchfuse.integrations._search_tools import (
     TAVILY_SEARCH_DESCRIPTION,
@@ -81,10 +82,15 @@ def _rules(name: str, router: Router | None, guard_options: dict[str, Any]) -> G
     return Guard(name=name, router=router, **guard_options)
 
 
+def run_conversation(context: RunContext[Any]) -> str | None:
+    """The conversation budgets count a call against: its run (`None` without a run id)."""
+    return None if context.run_id is None else f"pydantic-ai:{context.run_id}"
+
+
 async def _answer(rules: Guard, context: RunContext[Any], query: str, **params: Any) -> str:
     turn_id = response_turn_id(context)
     scope = turn(id=turn_id) if turn_id is not None else contextlib.nullcontext()
-    async with scope:
+    async with scope, conversation_scope(run_conversation(context)):
         return await areply(rules, call_of(rules.name, query, params))
 
 

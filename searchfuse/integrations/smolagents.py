@@ -54,6 +54,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'searchfuse.integrations.smolagents needs smolagents: pip install ".[smolagents]"'
     ) from exc
 
+from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard, GuardState, turn
 from searchfuse.integrations._search_tools import (
     TAVILY_SEARCH_DESCRIPTION,
@@ -65,7 +66,13 @@ from searchfuse.integrations._search_tools import (
 )
 from searchfuse.router import Router
 
-__all__ = ["TavilySearchTool", "WebSearchTool", "running_agent", "step_turn_id"]
+__all__ = [
+    "TavilySearchTool",
+    "WebSearchTool",
+    "running_agent",
+    "step_turn_id",
+    "task_conversation",
+]
 
 #: How far up the calling thread's stack the tool looks for the step it serves
 #: (the interpreter of a CodeAgent nests a few frames per expression).
@@ -137,6 +144,17 @@ def step_turn_id() -> str | None:
     if found is None:
         return None
     return f"smolagents:step-{_STEPS.number(found[0])}"
+
+
+def task_conversation() -> str | None:
+    """The conversation budgets count a call against: the task in the running agent's
+    memory (its first step, which `run(reset=False)` keeps), or `None` when no agent
+    is on the calling thread's stack (a `CodeAgent`'s code action runs on another)."""
+    agent = running_agent()
+    steps = agent.memory.steps if agent is not None else None
+    if not steps:
+        return None
+    return f"smolagents:task-{_STEPS.number(steps[0])}"
 
 
 #: The inputs both tools share, as smolagents describes them (`nullable`: optional).
@@ -226,7 +244,7 @@ class _GuardedSearch(Tool):  # type: ignore[misc]  # smolagents is untyped
             return f"Search not sent: {problem}. Fix the arguments and call the tool again."
         turn_id = step_turn_id()
         scope = turn(id=turn_id) if turn_id is not None else contextlib.nullcontext()
-        with scope:
+        with scope, conversation_scope(task_conversation()):
             return reply(self.guard, call_of(self.name, query, params))
 
 

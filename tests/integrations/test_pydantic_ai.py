@@ -18,7 +18,15 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from searchfuse import CooldownActive, RateLimited, Router, TurnLimitReached
+from searchfuse import (
+    Budget,
+    BudgetExhausted,
+    CooldownActive,
+    RateLimited,
+    Router,
+    TurnLimitReached,
+    spend_scope,
+)
 from searchfuse.integrations._tavily_tool import TOOL_DESCRIPTION
 from searchfuse.integrations.pydantic_ai import tavily_search_tool, web_search_tool
 from searchfuse.testing import TEST_KEYS, FakeTavily
@@ -242,3 +250,33 @@ def test_guard_options_are_checked(router: Router) -> None:
         web_search_tool(router, per_turn=-1)
     with pytest.raises(TypeError, match="cooldown"):
         tavily_search_tool(router, cooldown="soon")
+
+
+# -- spend: a run is the conversation its budget counts -------------------------------------
+
+
+async def test_a_conversation_budget_counts_one_run_and_a_new_run_starts_afresh(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    budget = Budget(2, unit="searches", per="conversation")
+    refused = BudgetExhausted(budget, 2).message
+    with Router(list(TEST_KEYS), base_url=tavily_server, budgets=[budget]) as router:
+        tool = web_search_tool(router)
+        script = Script([["python 3.13"], ["rust 2024"], ["zig 0.14"], "Done."])
+        assert (await agent_with(tool, script).run("What is new?")).output == "Done."
+        # The third response of the run is over its budget: refused, unsent, and told why.
+        assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024"]
+        assert script.returns(3) == [refused]
+
+        # Another run is another conversation: it searches again.
+        again = Script([["pep 703"], "Done."])
+        await agent_with(tool, again).run("And Python?")
+        assert [r.query for r in fake_tavily.searches][-1] == "pep 703"
+        assert results_in(again.returns(1)[0]) == 5
+
+        # An application's own spend_scope(conversation=...) wins over the run's.
+        with spend_scope(conversation="chat-7"):
+            for query in ("go 1.24", "bun 1.2", "deno 2"):
+                await agent_with(tool, Script([[query], "Done."])).run("Go?")
+        assert [r.query for r in fake_tavily.searches][-2:] == ["go 1.24", "bun 1.2"]
+        assert len(fake_tavily.searches) == 5

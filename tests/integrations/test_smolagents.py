@@ -18,7 +18,14 @@ from smolagents.models import (
 )
 from smolagents.tools import validate_tool_arguments
 
-from searchfuse import CooldownActive, RateLimited, Router, TurnLimitReached
+from searchfuse import (
+    Budget,
+    BudgetExhausted,
+    CooldownActive,
+    RateLimited,
+    Router,
+    TurnLimitReached,
+)
 from searchfuse.integrations._tavily_tool import TOOL_DESCRIPTION
 from searchfuse.integrations.smolagents import (
     TavilySearchTool,
@@ -322,3 +329,31 @@ def test_without_a_router_the_keys_come_from_the_environment(
 def test_guard_options_are_checked(router: Router) -> None:
     with pytest.raises(ValueError, match="per_turn"):
         WebSearchTool(router, per_turn=-1)
+
+
+# -- spend: a task is the conversation its budget counts -------------------------------------
+
+
+def test_a_conversation_budget_counts_one_task_and_a_new_task_starts_afresh(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    budget = Budget(2, unit="searches", per="conversation")
+    refused = BudgetExhausted(budget, 2).message
+    with Router(list(TEST_KEYS), base_url=tavily_server, budgets=[budget]) as router:
+        tool = WebSearchTool(router)
+        model = ScriptedModel([["python 3.13"], ["rust 2024"], ["zig 0.14"], "Done."])
+        agent = ToolCallingAgent(tools=[tool], model=model, verbosity_level=-1)
+        assert agent.run("What is new?") == "Done."
+        # The third step is over the task's budget: refused, unsent, and told why.
+        assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024"]
+        assert refused in model.observed(3)
+
+        # run(reset=False) goes on with the same task: still over its budget.
+        model.script = [["pep 703"], "Done."]
+        agent.run("And Python?", reset=False)
+        assert len(fake_tavily.searches) == 2
+
+        # A new task (a fresh run) is another conversation: it searches again.
+        model.script = [["go 1.24"], "Done."]
+        agent.run("And Go?")
+        assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024", "go 1.24"]
