@@ -41,6 +41,7 @@ from searchfuse.errors import (
     RateLimited,
     SearchFailed,
     SearchRefused,
+    StoreUnavailable,
 )
 from searchfuse.providers import tavily as tavily_facts
 from searchfuse.router import Router
@@ -833,6 +834,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _json(exc.to_dict())
         _err(explain_refusal(exc))
         return EXIT_FAILED
+    except StoreUnavailable as exc:
+        # The state store named by --state / SEARCHFUSE_STATE cannot be used
+        # (Redis down, a wrong URL): the environment, like a bad config.
+        _fail(json_output, "store", str(exc))
+        return EXIT_USAGE
     except SearchFailed as exc:
         _fail(json_output, "failed", str(exc), {"status_code": exc.status_code})
         return EXIT_FAILED
