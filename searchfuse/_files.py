@@ -16,6 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: temp files age out instead
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "STALE_TEMP_AGE",
     "atomic_write",
@@ -31,7 +36,9 @@ log = logging.getLogger("searchfuse.files")
 
 PRIVATE = 0o600
 #: A temp file of ours older than this was left by a process that died mid-write
-#: (a write takes milliseconds); the next load removes it.
+#: (a write takes milliseconds); the next load removes it. Where file locks work,
+#: a temp file whose writer is gone is removed at once, whatever its age: its
+#: writer holds a lock on it for as long as it lives (see `atomic_write`).
 STALE_TEMP_AGE = 600.0
 
 
@@ -95,7 +102,7 @@ def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -
         if not pattern.fullmatch(name) or not is_own_temp(candidate, path):
             continue
         try:
-            if now - candidate.stat().st_mtime < max_age:
+            if not _abandoned(candidate, now, max_age):
                 continue
             candidate.unlink()
         except OSError:
@@ -103,6 +110,39 @@ def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -
         removed.append(candidate)
         log.info("removed %s, left by a write that never finished", candidate.name)
     return removed
+
+
+def _abandoned(candidate: Path, now: float, max_age: float) -> bool:
+    """True if no live process is writing `candidate` (a temp file of ours).
+
+    `atomic_write` locks its temp file from before the first byte until the
+    rename, so a temp file with bytes in it that can be locked was left by a
+    process that died (kill -9, a crash, a power cut). An empty one may be a
+    write a moment before its lock: only its age can tell.
+    """
+    info = candidate.stat()
+    if now - info.st_mtime >= max_age:
+        return True
+    if fcntl is None or info.st_size == 0:
+        return False
+    try:
+        fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # its writer holds it, or this file system has no locks
+    finally:
+        os.close(fd)
+    return True
+
+
+def _hold(fd: int) -> None:
+    """Lock a temp file for as long as its writer lives (see `_abandoned`)."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool = True) -> None:
@@ -115,18 +155,21 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
+    _hold(fd)
+    # The file stays open (and locked) until after the rename: a temp file
+    # that can be locked is one whose writer is gone.
+    with os.fdopen(fd, "wb") as fh:
+        try:
+            os.fchmod(fd, mode)
             fh.write(data)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
     if not durable:
         return
     # Make the rename itself durable.

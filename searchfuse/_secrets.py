@@ -14,7 +14,15 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
-__all__ = ["KnownKeys", "fingerprint", "known_keys", "mask", "redact", "redact_tree"]
+__all__ = [
+    "KnownKeys",
+    "fingerprint",
+    "known_keys",
+    "mask",
+    "redact",
+    "redact_tree",
+    "redact_userinfo",
+]
 
 # Tavily keys look like `tvly-dev-<random>` or `tvly-<random>`: the word
 # segments in front are not secret and help a person tell keys apart.
@@ -22,6 +30,9 @@ _PREFIX = re.compile(r"^((?:[a-z]{2,6}-){1,2})")
 _TAVILY_LIKE = re.compile(r"tvly-[A-Za-z0-9_-]{8,}")
 _KEY_RUN = re.compile(r"[^\s\"',]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}")
+# `scheme://user:password@`, whatever the scheme (redis+sentinel://, a typo):
+# userinfo never holds a `/`, so a `@` later in a path does not match.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@'\"<>]+@")
 
 
 def fingerprint(key: str) -> str:
@@ -110,7 +121,18 @@ def redact(text: str, keys: Iterable[str]) -> str:
     # masking the shorter one first would leave the longer one's tail raw.
     text = known_keys(keys).mask_in(text)
     text = _TAVILY_LIKE.sub(lambda m: mask(m.group(0)), text)
-    return _BEARER.sub(r"\1[redacted]", text)
+    return redact_userinfo(_BEARER.sub(r"\1[redacted]", text))
+
+
+def redact_userinfo(text: str) -> str:
+    """`text` with the user name and password of every URL in it replaced by `***`.
+
+    Whatever the scheme: a URL searchfuse refuses (`redis+sentinel://:pw@host`,
+    `ftp://user:pw@host`) is quoted in the error that refuses it.
+    """
+    if "@" not in text:
+        return text
+    return _USERINFO.sub(r"\1***@", text)
 
 
 def redact_tree(value: Any, keys: Iterable[str]) -> Any:

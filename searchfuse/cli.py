@@ -279,10 +279,13 @@ def format_status(records: Sequence[KeyStatus], width: int | None = None) -> str
         account.cells.append(escape_controls(s.account or "-"))
         notes.cells.append(escape_controls(s.notes or "-"))
         state.cells.append(s.state)
-        usage_col.cells.append(f"{_num(usage)}/{_num(limit) if limit is not None else 'unlimited'}")
+        # No limit in a synced answer is an unlimited key; before any answer
+        # (or for a provider without figures) the limit is unknown, not unlimited.
+        no_limit = "unlimited" if s.last_sync_age is not None else "?"
+        usage_col.cells.append(f"{_num(usage)}/{_num(limit) if limit is not None else no_limit}")
         remaining.cells.append(_num(s.remaining) if s.remaining is not None else "?")
         cooldown.cells.append(
-            escape_controls(f"{duration(s.cooldown_left)} ({s.cooldown_reason})")
+            escape_controls(f"{duration(s.cooldown_left)} ({s.cooldown_reason or s.state})")
             if s.cooldown_left > 0
             else "-"
         )
@@ -695,24 +698,32 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs tests to check SKILL.md)."""
 
-    def common(suppress: bool) -> _Parser:
+    def common(suppress: bool, paths: bool = True) -> _Parser:
         # The options are accepted before and after the command; in a subcommand
         # they default to SUPPRESS so they never erase a value given before it.
+        # A command that sets up its own folders (init, demo) still parses
+        # --config/--state, to refuse them by name, but does not offer them.
         default: Any = argparse.SUPPRESS if suppress else None
+        config_help = "keys file (default: $SEARCHFUSE_CONFIG, else config/keys.json)"
+        state_help = (
+            "state: a path (SQLite; .json for the JSON file), a redis:// URL "
+            "(default: $SEARCHFUSE_STATE, else state/searchfuse.db beside config/, "
+            "else the user's state directory)"
+        )
+        if not paths:
+            config_help = state_help = argparse.SUPPRESS
         p = _Parser(add_help=False)
         p.add_argument(
             "--config",
             type=_path,
             default=default,
-            help="keys file (default: $SEARCHFUSE_CONFIG, else config/keys.json)",
+            help=config_help,
         )
         p.add_argument(
             "--state",
             type=_path,
             default=default,
-            help="state: a path (SQLite; .json for the JSON file), a redis:// URL "
-            "(default: $SEARCHFUSE_STATE, else state/searchfuse.db beside config/, "
-            "else the user's state directory)",
+            help=state_help,
         )
         p.add_argument(
             "-v",
@@ -731,8 +742,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"searchfuse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name: str, func: Callable[[argparse.Namespace], int], text: str) -> Any:
-        p = sub.add_parser(name, help=text, description=text, parents=[common(True)])
+    def add(
+        name: str, func: Callable[[argparse.Namespace], int], text: str, paths: bool = True
+    ) -> Any:
+        p = sub.add_parser(name, help=text, description=text, parents=[common(True, paths)])
         p.set_defaults(func=func)
         return p
 
@@ -766,10 +779,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("diagnose", cmd_diagnose, "explain in verification order why keys can or cannot serve")
     p.add_argument("--probe", action="store_true", help="also ask /usage for each key directly")
     json_flag(p)
-    p = add("init", cmd_init, "create config/keys.json (0600), state/ and .gitignore entries")
+    p = add(
+        "init", cmd_init, "create config/keys.json (0600), state/ and .gitignore entries", False
+    )
     p.add_argument("dir", nargs="?", default=".", type=_path, help="project folder (default: .)")
     json_flag(p, "print what was created, kept and updated as JSON")
-    p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily")
+    p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily", False)
     json_flag(p, "print the transcript as JSON")
     _add_mcp(add)
     from searchfuse.gateway._cli import add_arguments as gateway_arguments

@@ -33,6 +33,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._format import duration
+from searchfuse._secrets import redact_userinfo
 
 if TYPE_CHECKING:
     from searchfuse._spend import Budget
@@ -67,6 +68,8 @@ class ConfigError(SearchFuseError):
     """
 
     def __init__(self, source: str, field: str | None, problem: str, fix: str) -> None:
+        # A refused value is quoted: never with the password of a URL in it.
+        source, problem, fix = (redact_userinfo(t) for t in (source, problem, fix))
         self.source = source
         self.field = field
         self.problem = problem

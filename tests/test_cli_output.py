@@ -246,6 +246,32 @@ def test_init_and_demo_refuse_config_and_state(
     assert not (isolated / "config").exists() and not (isolated / "state").exists()
 
 
+@pytest.mark.parametrize("command", ["init", "demo"])
+def test_init_and_demo_help_offers_only_what_they_accept(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    assert "--config" not in out and "--state" not in out
+    assert "--json" in out and "--verbose" in out
+    code, out, _ = run(capsys, "status", "--help")
+    assert "--config" in out and "--state" in out
+
+
+def test_status_says_unknown_before_a_sync_and_names_a_hold() -> None:
+    from dataclasses import replace
+
+    clock = FakeClock()
+    router = Router([K1, K2], state=MemoryStore(), clock=clock)
+    never, synced = router.status()
+    synced = replace(synced, last_sync_age=5.0, key_usage=3.0, key_limit=None, plan_limit=None)
+    held = replace(never, state="held", cooldown_left=60.0, cooldown_reason=None)
+    lines = format_status([never, synced, held], width=200).splitlines()
+    assert "?/?" in lines[1] and "unlimited" not in lines[1]  # unknown is not unlimited
+    assert "3/unlimited" in lines[2]  # Tavily answered no limit: unlimited
+    assert "60 s (held)" in lines[3] and "None" not in lines[3]
+
+
 # -- 3. links the user made ----------------------------------------------------------------
 
 

@@ -14,27 +14,28 @@ and is served by a [`Router`][searchfuse.Router] over all keys. A turn is one
 model response: the SDK runs the parallel tool calls of a response together,
 so with `per_turn=1` one of them searches and the others are refused. A
 refusal is the tool's output, a text that tells the model what happened and
-what to do; it never raises, so it never ends the run.
+what to do; it never raises, so it never ends the run. Budgets per
+conversation count each run (`Runner.run`) as one conversation, unless the
+application names one with `spend_scope(conversation=...)`.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-import weakref
+import contextlib
 from typing import Any
 
 try:
     from agents import FunctionTool, function_tool
     from agents.tool_context import ToolContext
-    from agents.usage import Usage
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "searchfuse.integrations.openai_agents needs the OpenAI Agents SDK: "
         'pip install ".[openai-agents]"'
     ) from exc
 
+from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard, turn
+from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -48,11 +49,21 @@ from searchfuse.integrations._tavily_tool import (
 )
 from searchfuse.router import Router
 
-__all__ = ["TOOL_DESCRIPTION", "TOOL_NAME", "tavily_search_tool"]
+__all__ = [
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "response_turn_id",
+    "run_conversation",
+    "tavily_search_tool",
+]
 
 
-class _Responses:
-    """Which model response a tool call belongs to.
+#: Names for the runs tools serve, by the run's one `Usage` object.
+_RUNS = ObjectNames()
+
+
+def response_turn_id(context: ToolContext[Any]) -> str | None:
+    """The turn id of the model response a tool call belongs to, or `None`.
 
     The SDK adds each model response's usage to the run's one `Usage`
     object before it runs that response's tool calls, and every model it
@@ -61,25 +72,20 @@ class _Responses:
     new for the next. A model that reports no usage leaves `requests` at
     0; then the guard's burst rule decides (calls that overlap are one turn).
     """
+    requests = getattr(context.usage, "requests", 0)
+    if not isinstance(requests, int) or requests <= 0:
+        return None
+    return f"{run_conversation(context)}:response-{requests}"
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # id(usage) -> (a weak reference proving it is still that object, the run's number)
-        self._runs: dict[int, tuple[weakref.ref[Usage], int]] = {}
-        self._numbers = itertools.count(1)
 
-    def turn_id(self, context: ToolContext[Any]) -> str | None:
-        usage = context.usage
-        requests = getattr(usage, "requests", 0)
-        if not isinstance(requests, int) or requests <= 0:
-            return None
-        with self._lock:
-            known = self._runs.get(id(usage))
-            if known is None or known[0]() is not usage:
-                self._runs = {k: v for k, v in self._runs.items() if v[0]() is not None}
-                known = (weakref.ref(usage), next(self._numbers))
-                self._runs[id(usage)] = known
-        return f"openai-agents-run-{known[1]}-response-{requests}"
+def run_conversation(context: ToolContext[Any]) -> str:
+    """The conversation budgets count a call against: its run, `openai-agents:run-<name>`.
+
+    A run is one `Runner.run` (its tool calls share the run's `Usage`); a
+    new run is a new conversation, whatever `conversation_id` or
+    `previous_response_id` it continues.
+    """
+    return f"openai-agents:run-{_RUNS.name(context.usage)}"
 
 
 def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> FunctionTool:
@@ -102,7 +108,6 @@ def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> Fu
         router = Router.from_env()
     guard_options.setdefault("min_interval", 0.0)
     rules = Guard(name=TOOL_NAME, router=router, **guard_options)
-    responses = _Responses()
 
     async def tavily_search(
         context: ToolContext[Any],
@@ -122,12 +127,10 @@ def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> Fu
             "include_domains": include_domains,
             "exclude_domains": exclude_domains,
         }
-        turn_id = responses.turn_id(context)
-        if turn_id is None:
+        turn_id = response_turn_id(context)
+        scope = turn(id=turn_id) if turn_id is not None else contextlib.nullcontext()
+        async with scope, conversation_scope(run_conversation(context)):
             text, _ = await answer(rules, query, **params)
-        else:
-            async with turn(id=turn_id):
-                text, _ = await answer(rules, query, **params)
         return text
 
     return function_tool(

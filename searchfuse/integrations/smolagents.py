@@ -41,10 +41,7 @@ that overlap are one turn.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sys
-import threading
-import weakref
 from typing import Any, ClassVar
 
 try:
@@ -56,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard, GuardState, turn
+from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._search_tools import (
     TAVILY_SEARCH_DESCRIPTION,
     TAVILY_SEARCH_NAME,
@@ -112,30 +110,9 @@ def running_agent() -> MultiStepAgent | None:
     return found[1] if found is not None else None
 
 
-class _Steps:
-    """Numbers for steps, by the object that names each.
-
-    Such an object lives as long as the step's memory or code action keeps
-    it: it is numbered by identity, checked through a weak reference (an id
-    may be reused once its object is gone).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._known: dict[int, tuple[weakref.ref[Any], int]] = {}
-        self._numbers = itertools.count(1)
-
-    def number(self, marker: object) -> int:
-        with self._lock:
-            known = self._known.get(id(marker))
-            if known is None or known[0]() is not marker:
-                self._known = {k: v for k, v in self._known.items() if v[0]() is not None}
-                known = (weakref.ref(marker), next(self._numbers))
-                self._known[id(marker)] = known
-            return known[1]
-
-
-_STEPS = _Steps()
+#: Names for the objects that name steps and tasks; they live as long as the
+#: step's memory or code action keeps them.
+_STEPS = ObjectNames()
 
 
 def step_turn_id() -> str | None:
@@ -143,7 +120,7 @@ def step_turn_id() -> str | None:
     found = _step_marker()
     if found is None:
         return None
-    return f"smolagents:step-{_STEPS.number(found[0])}"
+    return f"smolagents:step-{_STEPS.name(found[0])}"
 
 
 def task_conversation() -> str | None:
@@ -154,7 +131,7 @@ def task_conversation() -> str | None:
     steps = agent.memory.steps if agent is not None else None
     if not steps:
         return None
-    return f"smolagents:task-{_STEPS.number(steps[0])}"
+    return f"smolagents:task-{_STEPS.name(steps[0])}"
 
 
 #: The inputs both tools share, as smolagents describes them (`nullable`: optional).

@@ -113,7 +113,6 @@ def load_config(
     epoch = (clock or _clock.now)()
     raw = _read_explained(path, source)
     data = _decode(raw, source)
-    _warn_if_readable(path)
     with contextlib.suppress(OSError):
         clean_stale_temps(path, epoch)
     config = parse_config(data, source, path)
@@ -127,6 +126,9 @@ def load_config(
                 FORMAT_VERSION,
                 exc.strerror or exc,
             )
+    # After a migration, which rewrites the file 0600: the warning is about
+    # the file as it is now.
+    _warn_if_readable(path)
     return config
 
 

@@ -384,7 +384,7 @@ class Ledger:
         """A TTL cache kept in the store, expiring on the router's clock."""
         from searchfuse.router.state._cache import SharedCache
 
-        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now)
+        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub)
 
 
 def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -152,13 +155,77 @@ def test_stale_temp_files_of_a_killed_write_are_cleaned_on_next_load(tmp_path: P
     path.write_text(json.dumps({"format_version": 2, "keys": [{"key": KEY1}]}))
     os.chmod(path, 0o600)
     stale = _stale_temp(path.parent, ".keys.json.ab12cd_9.tmp", 3600)
-    fresh = _stale_temp(path.parent, ".keys.json.zz99yy88.tmp", 1)  # a write in progress
+    # Left a second ago by a process that is gone: nobody holds its lock.
+    orphan = _stale_temp(path.parent, ".keys.json.or12ph34.tmp", 1)
+    busy = _stale_temp(path.parent, ".keys.json.zz99yy88.tmp", 1)  # a write in progress
     foreign = _stale_temp(path.parent, ".keys.json.notours.bak", 3600)
     loose = _stale_temp(path.parent, ".keys.json.qq11ww22.tmp", 3600)
     os.chmod(loose, 0o644)  # not written by atomic_write (it creates 0600)
+    with open(busy, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as atomic_write holds its temp file
+        load_config(path)
+    assert not stale.exists() and not orphan.exists()
+    assert busy.exists() and foreign.exists() and loose.exists()
+
+
+_KILLED_WRITER = """
+import os, sys, time
+from pathlib import Path
+from searchfuse import _files
+
+def stuck(src, dst):
+    print("writing", flush=True)
+    time.sleep(60)
+
+os.replace = stuck
+_files.atomic_write(Path(sys.argv[1]), b'{"format_version": 2, "keys": [{"key": "%s"}]}')
+"""
+
+
+def test_a_write_killed_mid_way_leaves_no_key_behind_after_the_next_load(tmp_path: Path) -> None:
+    """kill -9 between a temp file's last byte and its rename (what a migration or a
+    rewrite of keys.json does): the next load removes the temp file at once, and a
+    temp file whose writer still runs is left alone."""
+    path = tmp_path / "config" / "keys.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format_version": 2, "keys": [{"key": KEY1}]}))
+    os.chmod(path, 0o600)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER % KEY2, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        (temp,) = path.parent.glob(".keys.json.*.tmp")
+        assert KEY2 in temp.read_text()
+        load_config(path)
+        assert temp.exists()  # its writer is alive: a write in progress
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
     load_config(path)
-    assert not stale.exists()
-    assert fresh.exists() and foreign.exists() and loose.exists()
+    assert not list(path.parent.glob(".keys.json.*.tmp"))
+    assert KEY2 not in "".join(p.read_text() for p in path.parent.iterdir())
+
+
+def test_a_migrated_file_is_private_and_not_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config" / "keys.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"keys": [KEY1, KEY2]}))  # legacy, as the skill wrote it
+    os.chmod(path, 0o644)
+    with caplog.at_level(logging.WARNING, logger="searchfuse"):
+        load_config(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    (backup,) = path.parent.glob("keys.json.bak.*")
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("migrated" in m for m in messages)
+    assert not [m for m in messages if "other users" in m]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -16,7 +16,15 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from searchfuse import CooldownActive, RateLimited, Router, TurnLimitReached
+from searchfuse import (
+    Budget,
+    BudgetExhausted,
+    CooldownActive,
+    RateLimited,
+    Router,
+    TurnLimitReached,
+    spend_scope,
+)
 from searchfuse.integrations.openai_agents import tavily_search_tool
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
@@ -190,3 +198,37 @@ async def test_a_query_refused_before_sending_leaves_the_response_its_search(
     assert outputs[0].startswith("the request was not sent: query must be a non-empty string")
     assert results_in(outputs[1]) == 5  # the empty query took no search from it
     assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+# -- spend: a run is the conversation its budget counts -------------------------------------
+
+
+async def test_a_conversation_budget_refuses_a_runs_third_search_and_not_another_runs(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    budget = Budget(2, unit="searches", per="conversation")
+    refused = BudgetExhausted(budget, 2).message
+    assert "this conversation has used its 2 web searches" in refused
+    assert "answer from what you have" in refused
+    with Router(list(TEST_KEYS), base_url=tavily_server, budgets=[budget]) as router:
+        tool = tavily_search_tool(router)
+        first = ScriptedModel([["python 3.13"], ["rust 2024"], ["zig 0.14"], "Done."])
+        final, outputs = await run(tool, first)
+        # The run's third search is over its budget: refused, unsent, and the model told why.
+        assert final == "Done."
+        assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024"]
+        assert outputs[2] == [refused]
+        seen = [i for i in first.inputs[3] if i.get("type") == "function_call_output"]
+        assert seen[-1]["output"] == refused
+
+        # Another run is another conversation: its two searches are served.
+        _, outputs = await run(tool, ScriptedModel([["pep 703"], ["go 1.24"], "Done."]))
+        assert [results_in(o[0]) for o in outputs] == [5, 5]
+        assert len(fake_tavily.searches) == 4
+
+        # An application's own spend_scope(conversation=...) wins over the run's.
+        with spend_scope(conversation="chat-7"):
+            for query in ("bun 1.2", "deno 2", "node 24"):
+                _, outputs = await run(tool, ScriptedModel([[query], "Done."]))
+        assert outputs == [[refused]]
+        assert [r.query for r in fake_tavily.searches][4:] == ["bun 1.2", "deno 2"]

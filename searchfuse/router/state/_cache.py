@@ -124,7 +124,13 @@ class SharedCache(MutableMapping[Hashable, Any]):
     """
 
     def __init__(
-        self, store: Store, *, ttl: float, maxsize: int, timer: Callable[[], float]
+        self,
+        store: Store,
+        *,
+        ttl: float,
+        maxsize: int,
+        timer: Callable[[], float],
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
         if (
             isinstance(ttl, bool)
@@ -148,6 +154,9 @@ class SharedCache(MutableMapping[Hashable, Any]):
         self.ttl = float(ttl)
         self.maxsize = int(maxsize)
         self.timer = timer
+        # A page that echoes a key is stored (and served to the next caller)
+        # with the key masked: the store is shared, and it is not a keys file.
+        self.scrub = scrub
         # Writes made on an event loop land in the store later, from a thread;
         # until then this process reads them here, so an identical call right
         # after is a hit, not a second search (stored name -> text, expiry).
@@ -196,6 +205,10 @@ class SharedCache(MutableMapping[Hashable, Any]):
         if not faithful:
             # {1: ("a", "b")} would come back as {"1": ["a", "b"]}: another value.
             raise ValueError("does not come back from JSON unchanged, cannot be shared")
+        if self.scrub is not None:
+            # A key is letters, digits, `-` and `_`: masking it in the JSON text
+            # leaves valid JSON.
+            text = self.scrub(text)
         now = self.timer()
         expires = now + self.ttl
         if not _on_event_loop():

@@ -6,10 +6,12 @@ import array
 import base64
 import binascii
 import math
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from searchfuse._secrets import fingerprint
 from searchfuse.router.state._budgets import Tally
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._ring import Ring
@@ -65,6 +67,27 @@ def looks_like_state(data: Any) -> bool:
     )
 
 
+#: What searchfuse names a key by in state: 12 hex digits of its SHA-256.
+_FINGERPRINT = re.compile(r"[0-9a-f]{12}")
+
+
+def record_id(stored: object) -> str:
+    """The id a stored key record goes by: its fingerprint.
+
+    Older state (the skill's `quota.json`, hand-made files) names records by
+    the raw key: such a record is kept under the key's fingerprint, so it still
+    applies to its key and the raw key is never written back or logged.
+    """
+    text = str(stored)
+    if len(text) > 12 and not _FINGERPRINT.fullmatch(text):
+        return fingerprint(text)
+    return text
+
+
+def _hold_key(stored: str | None) -> str | None:
+    return None if stored is None else record_id(stored)
+
+
 def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
     """Parse what `state_to_json` wrote (format 1 or 2).
 
@@ -74,7 +97,8 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
     if not looks_like_state(data):
         raise ValueError("not a searchfuse state object")
     keys: dict[str, KeyState] = {}
-    for fp, raw in data.get("keys", {}).items():
+    for stored, raw in data.get("keys", {}).items():
+        fp = record_id(stored)
         if not isinstance(raw, dict):
             warn(f"key {fp}: not an object; reset")
             continue
@@ -104,7 +128,7 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
         keys=keys,
         accounts=accounts,
         hold_until=optional_number(data.get("hold_until"), "hold_until", warn),
-        hold_key=optional_text(data.get("hold_key"), "hold_key", warn),
+        hold_key=_hold_key(optional_text(data.get("hold_key"), "hold_key", warn)),
         rings=rings,
         tallies=_tallies_from_json(data.get("tallies"), warn),
     )
