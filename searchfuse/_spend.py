@@ -33,6 +33,7 @@ __all__ = [
     "Unit",
     "conversation_scope",
     "current_spend",
+    "finite",
     "spend_scope",
 ]
 
@@ -45,6 +46,14 @@ _PERS: tuple[str, ...] = get_args(Per)
 _PERIODS: tuple[str, ...] = get_args(Period)
 #: Longer spender names are cut (and told apart by a hash) in the store.
 MAX_ID = 200
+
+
+def finite(value: float) -> bool:
+    """`math.isfinite`, False for an int too large for a float (not an OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...], none: bool = False) -> None:
@@ -81,7 +90,7 @@ class Budget:
                 f"Budget(limit={limit!r}): the limit must be a number (such as 10), "
                 f"not {type(limit).__name__}"
             )
-        if not math.isfinite(limit) or limit < 0:
+        if not finite(limit) or limit < 0:
             raise ValueError(
                 f"Budget(limit={limit!r}): the limit must be a finite number of 0 or more"
             )

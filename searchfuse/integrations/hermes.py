@@ -36,13 +36,14 @@ Scripts that use Hermes' tools without the plugin system call
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 try:
     from agent.web_search_provider import (  # type: ignore[import-untyped]  # Hermes has no types
@@ -54,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from searchfuse import _clock
+from searchfuse._spend import conversation_scope
 from searchfuse.errors import ConfigError, SearchFailed, SearchRefused
 from searchfuse.guard import Call, Fuse, Guard, RouterLike, TurnBudget, search_key, turn
 from searchfuse.guard.cache import CacheKey
@@ -70,6 +72,7 @@ __all__ = [
     "install",
     "register",
     "router_from_hermes",
+    "session_conversation",
 ]
 
 logger = logging.getLogger("searchfuse.integrations.hermes")
@@ -107,6 +110,19 @@ def _hermes_results(data: Any) -> dict[str, Any]:
         if isinstance(item, dict)
     ]
     return {"success": True, "data": {"web": web}}
+
+
+class _Admission(NamedTuple):
+    """A search the hook let through, waiting for the provider to run it."""
+
+    reply: str | None
+    session: str | None
+    expires: float
+
+
+def session_conversation(session_id: str | None) -> str | None:
+    """The conversation budgets count a Hermes search against: `hermes:<session_id>`."""
+    return f"hermes:{session_id}" if session_id else None
 
 
 def _failure(text: str) -> dict[str, Any]:
@@ -337,10 +353,10 @@ class SearchFusePlugin:
         self._router_error: str | None = None
         self._guard: Guard | None = None
         self._lock = threading.Lock()
-        # The searches the hook let through, per model reply, and which reply
-        # each admitted search belongs to (the provider gets only query and limit).
+        # The searches the hook let through, per model reply, and which reply and
+        # session each admitted search belongs to (the provider gets only query and limit).
         self._turns: OrderedDict[str, list[Call]] = OrderedDict()
-        self._admissions: OrderedDict[Hashable, deque[tuple[str, float]]] = OrderedDict()
+        self._admissions: OrderedDict[Hashable, deque[_Admission]] = OrderedDict()
         self._hooks: list[tuple[Any, Callable[..., Any]]] = []
         self._replaced: dict[str, Any] = {}
 
@@ -414,8 +430,10 @@ class SearchFusePlugin:
         """Search through the guard and the router; Hermes' result shape, never an exception.
 
         A search the hook admitted runs in the turn of the reply that asked
-        for it; any other search (a script, a delegated agent) falls under the
-        guard's implicit burst rule.
+        for it, and counts against the budgets of its Hermes session (the
+        conversation `hermes:<session_id>`); any other search (a script, a
+        delegated agent) falls under the guard's implicit burst rule and
+        counts against the conversation the caller's `spend_scope` names.
         """
         if _interrupted():
             return _failure("Interrupted")
@@ -429,10 +447,10 @@ class SearchFusePlugin:
                     f"no Tavily keys ({self._router_error})",
                     "put keys in $HERMES_HOME/searchfuse/config/keys.json or set TAVILY_API_KEYS",
                 )
-            reply = self._take_admission(_admission_key(rules, call))
-            if reply is None:
-                return dict(rules.run(call))
-            with turn(id=reply):
+            admission = self._take_admission(_admission_key(rules, call))
+            reply, session = admission if admission is not None else (None, None)
+            scope = turn(id=reply) if reply is not None else contextlib.nullcontext()
+            with scope, conversation_scope(session_conversation(session)):
                 return dict(rules.run(call))
         except SearchRefused as refusal:
             return _failure(refusal.message)
@@ -469,6 +487,7 @@ class SearchFusePlugin:
         args: Any = None,
         api_request_id: str = "",
         turn_id: str = "",
+        session_id: str = "",
         **_: Any,
     ) -> SearchRefused | None:
         """The refusal for one tool call, or `None` to let it run.
@@ -476,7 +495,8 @@ class SearchFusePlugin:
         One model reply (`api_request_id`, else `turn_id`) gets
         `per_turn` distinct uncached searches; cache hits and repeats of
         an admitted query are free. While a cooldown runs, or when no key
-        can serve, every uncached search is refused.
+        can serve, every uncached search is refused. The search admitted
+        counts against the budgets of `session_id`'s conversation.
         """
         if tool_name not in self.tools:
             return None
@@ -501,29 +521,30 @@ class SearchFusePlugin:
                 self._turns.move_to_end(reply)
                 while len(self._turns) > REMEMBERED_TURNS:
                     self._turns.popitem(last=False)
-            self._admit(_admission_key(rules, call), reply, rules.now())
+            self._admit(_admission_key(rules, call), reply, session_id or None, rules.now())
         return None
 
-    def _admit(self, key: Hashable, reply: str | None, now: float) -> None:
-        if reply is None:
+    def _admit(self, key: Hashable, reply: str | None, session: str | None, now: float) -> None:
+        if reply is None and session is None:
             return
         queue = self._admissions.setdefault(key, deque(maxlen=64))
-        queue.append((reply, now + ADMISSION_TTL))
+        queue.append(_Admission(reply, session, now + ADMISSION_TTL))
         self._admissions.move_to_end(key)
         # Admissions another backend served are never taken: keep the table bounded.
         while len(self._admissions) > REMEMBERED_TURNS:
             self._admissions.popitem(last=False)
 
-    def _take_admission(self, key: Hashable) -> str | None:
+    def _take_admission(self, key: Hashable) -> tuple[str | None, str | None] | None:
+        """The reply and session of the oldest live admission of `key`, or `None`."""
         now = self.now()
         with self._lock:
             queue = self._admissions.get(key)
             while queue:
-                reply, expires = queue.popleft()
-                if expires > now:
+                admission = queue.popleft()
+                if admission.expires > now:
                     if not queue:
                         del self._admissions[key]
-                    return reply
+                    return admission.reply, admission.session
             self._admissions.pop(key, None)
         return None
 

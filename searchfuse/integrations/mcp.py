@@ -11,6 +11,8 @@ id for the model reply a call belongs to, so the guard's burst rule decides
 what a turn is: calls that overlap, or start within `min_interval` seconds
 of the previous one, are one turn. A refusal is a tool result with
 `isError: true` whose text is the refusal's message; the session goes on.
+Budgets per conversation count each MCP session as one conversation (see
+[`session_conversation`][searchfuse.integrations.mcp.session_conversation]).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import anyio
 
 try:
-    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp import Context, FastMCP
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -33,7 +35,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from searchfuse._secrets import redact
+from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard
+from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -47,13 +51,41 @@ from searchfuse.integrations._tavily_tool import (
 )
 from searchfuse.router import Router
 
-__all__ = ["LOOPBACK", "TOOL_DESCRIPTION", "TOOL_NAME", "build_server", "serve"]
+__all__ = [
+    "LOOPBACK",
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "build_server",
+    "serve",
+    "session_conversation",
+]
 
 logger = logging.getLogger("searchfuse.integrations.mcp")
 
 #: Where `--http` listens unless told otherwise: this machine only.
 LOOPBACK = "127.0.0.1"
 _LOOPBACK_NAMES = frozenset({LOOPBACK, "localhost", "::1"})
+#: The header naming a streamable HTTP session (MCP's transport spec).
+SESSION_HEADER = "mcp-session-id"
+#: Names for the sessions that carry no id of their own (stdio, in-memory).
+_SESSIONS = ObjectNames()
+
+
+def session_conversation(context: Context[Any, Any, Any]) -> str:
+    """The conversation budgets count a tool call against: its MCP session.
+
+    Over streamable HTTP that is the session the client opened, by its
+    `Mcp-Session-Id` (`mcp:<id>`); over stdio the server process serves one
+    client, and its one session is named at random (`mcp:session-<name>`).
+    A stateless HTTP server opens a session per request: there every call is
+    a conversation of its own.
+    """
+    request = context.request_context.request
+    headers = getattr(request, "headers", None)
+    session_id = headers.get(SESSION_HEADER) if headers is not None else None
+    if session_id:
+        return f"mcp:{session_id}"
+    return f"mcp:session-{_SESSIONS.name(context.session)}"
 
 
 def build_server(
@@ -87,6 +119,7 @@ def build_server(
         annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True),
     )
     async def tavily_search(
+        context: Context[Any, Any, Any],
         query: Query,
         max_results: MaxResults = 5,
         search_depth: Depth = "basic",
@@ -95,16 +128,17 @@ def build_server(
         include_domains: Domains = None,
         exclude_domains: Domains = None,
     ) -> CallToolResult:
-        text, refused = await answer(
-            rules,
-            query,
-            max_results=max_results,
-            search_depth=search_depth,
-            topic=topic,
-            time_range=time_range,
-            include_domains=include_domains,
-            exclude_domains=exclude_domains,
-        )
+        async with conversation_scope(session_conversation(context)):
+            text, refused = await answer(
+                rules,
+                query,
+                max_results=max_results,
+                search_depth=search_depth,
+                topic=topic,
+                time_range=time_range,
+                include_domains=include_domains,
+                exclude_domains=exclude_domains,
+            )
         # What the model reads never holds a configured key, whatever a page echoed.
         shown = redact(text, secrets)
         return CallToolResult(content=[TextContent(type="text", text=shown)], isError=refused)

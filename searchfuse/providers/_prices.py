@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from searchfuse._spend import finite
+
 __all__ = [
     "LIST_PRICES",
     "PRICES_AS_OF",
@@ -72,7 +74,7 @@ def check_price(value: object, where: str) -> float:
             f"{where} must be a price in USD per unit (a number such as 0.008), "
             f"not {type(value).__name__}"
         )
-    if not math.isfinite(value) or value < 0:
+    if not finite(value) or value < 0:
         raise ValueError(
             f"{where} must be a finite price of 0 or more in USD per unit (such as 0.008), "
             f"not {value!r}"

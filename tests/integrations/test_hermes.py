@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 
-from searchfuse import CooldownActive, RateLimited, Router, TurnLimitReached
+from searchfuse import (
+    Budget,
+    BudgetExhausted,
+    CooldownActive,
+    RateLimited,
+    Router,
+    TurnLimitReached,
+    spend_scope,
+)
 from searchfuse._secrets import fingerprint
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
@@ -65,8 +73,12 @@ def hermes(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     return SimpleNamespace(home=home, agent=agent, plugins=plugins, registry=web_search_registry)
 
 
-def dispatch(hermes: SimpleNamespace, reply_id: str, *queries: str) -> dict[str, dict[str, Any]]:
-    """Hand Hermes one model reply with these ``web_search`` calls; what each call returned."""
+def dispatch(
+    hermes: SimpleNamespace, reply_id: str, *queries: str, session: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Hand Hermes one model reply with these ``web_search`` calls; what each call returned.
+
+    ``session`` is the agent's ``session_id`` for that reply (else the agent's own)."""
     calls = [
         SimpleNamespace(
             id=f"{reply_id}-{i}",
@@ -80,7 +92,12 @@ def dispatch(hermes: SimpleNamespace, reply_id: str, *queries: str) -> dict[str,
     agent._current_turn_id = "session:task:turn"
     agent._current_api_request_id = f"session:task:turn:api:{reply_id}"
     messages: list[dict[str, Any]] = []
-    agent._execute_tool_calls(reply, messages, "task")
+    own_session = agent.session_id
+    agent.session_id = session or own_session
+    try:
+        agent._execute_tool_calls(reply, messages, "task")
+    finally:
+        agent.session_id = own_session
     return {m["tool_call_id"]: payload(m["content"]) for m in messages}
 
 
@@ -367,3 +384,43 @@ def test_after_a_failed_search_the_hook_says_it_failed(
     assert blocked is not None
     assert blocked["message"] == TurnLimitReached(1, failed=True).message
     assert "Use the result" not in blocked["message"]
+
+
+# -- spend: a Hermes session is the conversation its budget counts ---------------------------
+
+
+def test_a_conversation_budget_refuses_a_sessions_third_search_and_not_another_sessions(
+    hermes: SimpleNamespace, fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    from hermes_cli.plugins import (  # type: ignore[import-untyped]
+        PluginContext,
+        PluginManifest,
+    )
+
+    from searchfuse.integrations.hermes import SearchFusePlugin
+
+    budget = Budget(2, unit="searches", per="conversation")
+    refused = BudgetExhausted(budget, 2).message
+    assert "this conversation has used its 2 web searches" in refused
+    assert "answer from what you have" in refused
+    manager = hermes.plugins.get_plugin_manager()
+    with Router([KEY, OTHER], base_url=tavily_server, budgets=[budget]) as router:
+        plugin = SearchFusePlugin(router=router)
+        plugin.register(PluginContext(PluginManifest(name="searchfuse"), manager))
+        try:
+            # One reply per search, each reply id its query.
+            a = [dispatch(hermes, q, q, session="s-a")[f"{q}-0"] for q in "abc"]
+            b = [dispatch(hermes, q, q, session="s-b")[f"{q}-0"] for q in "de"]
+            # An application's own spend_scope(conversation=...) wins over the session.
+            with spend_scope(conversation="chat-7"):
+                chat = [dispatch(hermes, q, q, session=f"s-{q}")[f"{q}-0"] for q in "fgh"]
+        finally:
+            plugin.uninstall()
+
+    # Each session's first two searches were served; the third in session a was
+    # refused unsent, and the model read why as the tool's result.
+    assert [r.query for r in fake_tavily.searches][:4] == ["a", "b", "d", "e"]
+    assert [r["success"] for r in a[:2] + b] == [True] * 4
+    assert a[2] == {"success": False, "error": refused}
+    assert [r.query for r in fake_tavily.searches][4:] == ["f", "g"]
+    assert chat[2] == {"success": False, "error": refused}

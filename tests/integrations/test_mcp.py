@@ -22,9 +22,18 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult, TextContent
 
-from searchfuse import CooldownActive, RateLimited, TurnLimitReached
+from searchfuse import (
+    Budget,
+    BudgetExhausted,
+    CooldownActive,
+    RateLimited,
+    Router,
+    TurnLimitReached,
+)
+from searchfuse.integrations.mcp import build_server
 from searchfuse.testing import TEST_KEYS, FakeTavily
 
 K1, K2, K3, K4 = TEST_KEYS
@@ -333,3 +342,89 @@ async def test_a_configured_key_echoed_in_a_result_reaches_the_model_masked(
     assert K2 not in shown
     assert "tvly-dev-…" in shown  # the page's echo is there, masked
     assert len(fake_tavily.searches) == 1
+
+
+# -- spend: an MCP session is the conversation its budget counts -----------------------------
+
+BUDGET = Budget(2, unit="searches", per="conversation")
+OVER_BUDGET = BudgetExhausted(BUDGET, 2).message
+
+
+async def searches(session: ClientSession, *queries: str) -> list[CallToolResult]:
+    """One call at a time (each its own turn), as a client sends them reply after reply."""
+    return [await session.call_tool("tavily_search", {"query": q}) for q in queries]
+
+
+def served(results: list[CallToolResult]) -> list[bool]:
+    return [not r.isError and len(json.loads(text(r))["results"]) == 5 for r in results]
+
+
+async def test_a_conversation_budget_refuses_a_sessions_third_search_and_not_another_sessions(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    assert "this conversation has used its 2 web searches" in OVER_BUDGET
+    assert "answer from what you have" in OVER_BUDGET
+    with Router(list(TEST_KEYS), base_url=tavily_server, budgets=[BUDGET]) as router:
+        server = build_server(router, min_interval=0)
+        async with (
+            asyncio.timeout(LIMIT),
+            create_connected_server_and_client_session(server) as one,
+            create_connected_server_and_client_session(server) as other,
+        ):
+            first = await searches(one, "python 3.13", "rust 2024")
+            second = await searches(other, "zig 0.14", "pep 703")
+            (over,) = await searches(one, "go 1.24")
+    assert served(first) == served(second) == [True, True]
+    # The first session's third search is refused unsent; the model reads why.
+    assert over.isError and text(over) == OVER_BUDGET
+    assert [r.query for r in fake_tavily.searches] == [
+        "python 3.13",
+        "rust 2024",
+        "zig 0.14",
+        "pep 703",
+    ]
+
+
+@pytest.fixture
+def budget_http_server(tavily_server: str) -> Iterator[str]:
+    """`build_server` over streamable HTTP, in this process, with a conversation budget."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    with Router(list(TEST_KEYS), base_url=tavily_server, budgets=[BUDGET]) as router:
+        app = build_server(router, min_interval=0).streamable_http_app()
+        web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=web.run, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + LIMIT
+            while not web.started:
+                assert thread.is_alive() and time.monotonic() < deadline, "no HTTP server"
+                time.sleep(0.01)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            web.should_exit = True
+            thread.join(LIMIT)
+
+
+async def test_over_streamable_http_each_session_id_is_a_conversation(
+    fake_tavily: FakeTavily, budget_http_server: str
+) -> None:
+    async with (
+        asyncio.timeout(LIMIT),
+        streamable_http_client(budget_http_server) as (read, write, one_id),
+        ClientSession(read, write) as one,
+        streamable_http_client(budget_http_server) as (read2, write2, other_id),
+        ClientSession(read2, write2) as other,
+    ):
+        await one.initialize()
+        await other.initialize()
+        assert one_id() != other_id()
+        first = await searches(one, "python 3.13", "rust 2024")
+        second = await searches(other, "zig 0.14", "pep 703")
+        (over,) = await searches(one, "go 1.24")
+    assert served(first) == served(second) == [True, True]
+    assert over.isError and text(over) == OVER_BUDGET
+    assert len(fake_tavily.searches) == 4

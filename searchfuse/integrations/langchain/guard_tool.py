@@ -10,11 +10,13 @@ from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, ConfigDict, PrivateAttr, create_model
 
 from searchfuse import _answers, _clock
+from searchfuse._spend import conversation_scope
 from searchfuse.errors import BadRequest, SearchFailed, SearchRefused
 from searchfuse.guard import Fuse, Guard, RouterLike, TurnBudget, search_key
 from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.core import DEFAULT_MIN_INTERVAL
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN
+from searchfuse.integrations.langchain._conversation import config_conversation
 from searchfuse.integrations.langchain._reports import (
     GuardParts,
     Reported,
@@ -194,7 +196,8 @@ class GuardedTool(GuardParts, BaseTool):
         if unsendable is not None:
             return self._answer(None, unsendable, tool_call_id)
         try:
-            outcome = self._guard.run(call, None if self._routed() else backend)
+            with conversation_scope(config_conversation(kwargs.get("config"))):
+                outcome = self._guard.run(call, None if self._routed() else backend)
         except Exception as exc:
             return self._answer(None, exc, tool_call_id)
         return self._answer(outcome, None, tool_call_id)
@@ -222,7 +225,8 @@ class GuardedTool(GuardParts, BaseTool):
         if unsendable is not None:
             return self._answer(None, unsendable, tool_call_id)
         try:
-            outcome = await self._guard.arun(call, None if self._routed() else backend)
+            with conversation_scope(config_conversation(kwargs.get("config"))):
+                outcome = await self._guard.arun(call, None if self._routed() else backend)
         except Exception as exc:
             return self._answer(None, exc, tool_call_id)
         return self._answer(outcome, None, tool_call_id)

@@ -21,21 +21,30 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from typing import Any
+from contextlib import ExitStack
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from searchfuse import _clock
+from searchfuse._spend import conversation_scope
 from searchfuse.errors import SearchRefused
 from searchfuse.guard import Fuse, RouterLike, TurnBudget, search_key, turn
 from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.core import DEFAULT_MIN_INTERVAL
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN
+from searchfuse.integrations.langchain._conversation import (
+    RUN_KEY,
+    config_conversation,
+    run_name,
+)
 from searchfuse.integrations.langchain._reports import (
     GuardParts,
     call_of,
@@ -110,6 +119,22 @@ def _owning_turn(request: ToolCallRequest) -> str | None:
     return None
 
 
+def _call_scope(request: ToolCallRequest, prepared: ToolCallRequest | None) -> ExitStack:
+    """The scopes a tool call runs in: its conversation, and its reply's turn when guarded."""
+    scopes = ExitStack()
+    scopes.enter_context(conversation_scope(config_conversation(None, request.state)))
+    reply = _owning_turn(request) if prepared is not None else None
+    if reply is not None:
+        scopes.enter_context(turn(id=reply))
+    return scopes
+
+
+class _RunState(AgentState[Any]):
+    """The agent state, plus the name of the run (not kept in a thread's checkpoints)."""
+
+    searchfuse_run: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+
+
 class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any]):
     """Agent middleware for `create_agent` that keeps an agent within its search budget.
 
@@ -158,7 +183,16 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         fuse: A [`Fuse`][searchfuse.Fuse] to share (for example with
             a guarded tool outside the agent).
         clock: Zero-argument callable returning epoch seconds.
+
+    Budgets per conversation (`Router(budgets=...)`) count a call against
+    its thread (`config["configurable"]["thread_id"]`), else against its
+    agent run: the `run_id` given in the config, else a name the middleware
+    gives each run as it starts. A subagent called as a tool spends from
+    the outer run's conversation; an application's own
+    `spend_scope(conversation=...)` wins over both.
     """
+
+    state_schema = _RunState
 
     def __init__(
         self,
@@ -251,6 +285,17 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         no I/O)."""
         return self.after_model(state, runtime)
 
+    # -- the run -------------------------------------------------------------------------
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any]:
+        """Name the run starting now: the conversation of its calls without a thread."""
+        return {RUN_KEY: run_name()}
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any]:
+        """The same as
+        [`before_agent`][searchfuse.integrations.langchain.SearchFuseMiddleware.before_agent]."""
+        return self.before_agent(state, runtime)
+
     # -- each call that runs -------------------------------------------------------------
 
     def _prepare(self, request: ToolCallRequest) -> ToolMessage | ToolCallRequest | None:
@@ -275,17 +320,16 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Hand out a decided refusal, or run the call, tool guarded, in its reply's turn."""
+        """Hand out a decided refusal, or run the call, tool guarded, in its reply's turn.
+
+        Every call (a search or not) runs in the conversation of its thread or
+        run, so a subagent called as a tool spends from the outer run's budgets.
+        """
         prepared = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
-        if prepared is None:
-            return handler(request)
-        reply = _owning_turn(request)
-        if reply is None:
-            return handler(prepared)
-        with turn(id=reply):
-            return handler(prepared)
+        with _call_scope(request, prepared):
+            return handler(prepared or request)
 
     async def awrap_tool_call(
         self,
@@ -298,10 +342,5 @@ class SearchFuseMiddleware(GuardParts, AgentMiddleware[AgentState[Any], Any, Any
         prepared = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
-        if prepared is None:
-            return await handler(request)
-        reply = _owning_turn(request)
-        if reply is None:
-            return await handler(prepared)
-        with turn(id=reply):
-            return await handler(prepared)
+        with _call_scope(request, prepared):
+            return await handler(prepared or request)

@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal
 from langchain_core.tools import ArgsSchema, BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from searchfuse._spend import conversation_scope
 from searchfuse.errors import SearchFailed, SearchRefused
 from searchfuse.guard.delegation import TAVILY_PARAMS
+from searchfuse.integrations.langchain._conversation import config_conversation
 from searchfuse.integrations.langchain._reports import REFUSALS
 
 __all__ = ["TAVILY_SEARCH_DESCRIPTION", "RoutedTavilySearch", "TavilySearchInput"]
@@ -189,14 +191,16 @@ class RoutedTavilySearch(BaseTool):
     # keyword arguments, and only Tavily's own fields pass on to the router.
     def _run(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
-            result = self.router.search(query, **self._params(model_args))
+            with conversation_scope(config_conversation()):
+                result = self.router.search(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
         return self._check(query, result)
 
     async def _arun(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
-            result = await self.router.asearch(query, **self._params(model_args))
+            with conversation_scope(config_conversation()):
+                result = await self.router.asearch(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
         return self._check(query, result)
