@@ -554,9 +554,10 @@ def guard(
         per_turn: Searches that may reach the backend per turn (see
             [`turn`][searchfuse.turn]). `None`: unlimited; `0`: never (only
             checklist and cache answer).
-        min_interval: Outside any explicit turn, calls that overlap or start
-            within this many seconds of the end of the previous call form one
-            implicit turn (a burst).
+        min_interval: Outside any explicit turn, calls that overlap a search
+            in flight or start within this many seconds of the burst's first
+            call form one implicit turn (a burst); a refused call never
+            extends it.
         checklist: Hooks `(query, call) -> answer | None` asked first. A
             hook that raises is logged and skipped.
         cache: `True`: a TTL cache of 256 entries for 15 minutes (timed by

@@ -9,9 +9,10 @@ A call belongs to
 
 - the innermost [`turn`][searchfuse.turn] scope around it (a `contextvars` scope, so
   asyncio tasks and context-copying executors started inside inherit it), or
-- outside any scope, an *implicit* turn: calls that overlap in time, or start
-  within `min_interval` seconds of the end of the previous call, form one
-  burst and count as one turn.
+- outside any scope, an *implicit* turn: calls that overlap a search in
+  flight, or start within `min_interval` seconds of the burst's first call,
+  form one burst and count as one turn. A refused call never extends a
+  burst, so an agent calling steadily gets a search every `min_interval`.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class TurnBudget:
         self._implicit_ids = itertools.count(1)
         self._implicit: Hashable = ("implicit", 0)
         self._implicit_in_flight = 0
-        self._implicit_last: float | None = None
+        self._implicit_start: float | None = None
 
     def __repr__(self) -> str:
         return f"<TurnBudget turns={len(self._spent)}>"
@@ -227,7 +228,7 @@ class TurnBudget:
             self._failed.clear()
             self._implicit = ("implicit", next(self._implicit_ids))
             self._implicit_in_flight = 0
-            self._implicit_last = None
+            self._implicit_start = None
 
     def spent(self, *, min_interval: float, now: float) -> int:
         """Searches spent so far in the caller's turn (`0` if a new turn would start)."""
@@ -250,20 +251,19 @@ class TurnBudget:
 
     def _implicit_live(self, min_interval: float, now: float) -> bool:
         if self._implicit_in_flight > 0:
-            return True  # overlapping calls are one burst, however long they run
-        last = self._implicit_last
-        return last is not None and now - last < min_interval
+            return True  # overlapping a search in flight: one burst, however long it runs
+        # The window runs from the burst's first call, never from later ones:
+        # calls that keep coming (refused ones included) cannot hold it open.
+        start = self._implicit_start
+        return start is not None and now - start < min_interval
 
     def _join_implicit(self, min_interval: float, now: float) -> Hashable:
         if not self._implicit_live(min_interval, now):
             self._implicit = ("implicit", next(self._implicit_ids))
+            self._implicit_start = now
         self._implicit_in_flight += 1
-        self._implicit_last = now
         return self._implicit
 
     def _leave_implicit(self, now: float) -> None:
+        # A call that ends (answered, failed or refused) only stops overlapping.
         self._implicit_in_flight = max(0, self._implicit_in_flight - 1)
-        # The window runs from the end of the previous call, so a slow search
-        # followed quickly by another still reads as one burst.
-        if self._implicit_last is None or now > self._implicit_last:
-            self._implicit_last = now

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -258,16 +259,49 @@ def test_min_interval_sets_the_burst_window(backend, clock):
     assert backend.queries == ["a", "c"]
 
 
-def test_the_burst_window_runs_from_the_end_of_a_slow_search(backend, clock):
+def test_the_burst_window_runs_from_the_bursts_first_call(backend, clock):
     web_search = guarded(backend, clock)
     backend.duration = 5.0  # the search takes 5 s
 
     web_search("a")
-    clock.advance(1)  # 6 s after it started, 1 s after it ended
-    with pytest.raises(TurnLimitReached):
-        web_search("b")
+    clock.advance(1)  # 6 s after the burst began, 1 s after its search ended
+    web_search("b")  # a new burst: a slow search does not stretch the window
 
-    assert backend.queries == ["a"]
+    assert backend.queries == ["a", "b"]
+
+
+@pytest.mark.parametrize("every", [0.5, 1.0, 1.5, 1.9])
+def test_steady_sequential_calls_keep_getting_searches(backend, clock, every):
+    """An agent that searches once every `every` seconds without turn scopes (a plain
+    `@guard` tool): refused calls never extend the burst, so a search is served at
+    least once per `min_interval` plus one call's spacing, for as long as it calls."""
+    web_search = guarded(backend, clock)  # min_interval 2 s
+    served: list[float] = []
+    t = 0.0
+    while t < 60:
+        try:
+            web_search(f"q{t}")
+            served.append(t)
+        except TurnLimitReached:
+            pass
+        clock.advance(every)
+        t += every
+    gaps = [b - a for a, b in itertools.pairwise(served)]
+    assert len(served) >= 60 // (2 + every)
+    assert max(gaps) <= 2 + every + 1e-9
+    assert min(gaps) >= 2 - 1e-9  # and never two searches inside one window
+
+
+def test_a_refused_call_does_not_extend_the_burst(backend, clock):
+    web_search = guarded(backend, clock)
+    web_search("a")
+    for _ in range(3):
+        clock.advance(0.6)  # 0.6, 1.2, 1.8 s after the burst began
+        with pytest.raises(TurnLimitReached):
+            web_search("again")
+    clock.advance(0.3)  # 2.1 s after the first call, 0.3 s after the last refusal
+    web_search("b")
+    assert backend.queries == ["a", "b"]
 
 
 def test_calls_that_overlap_are_one_burst_however_long_they_run(backend, clock):

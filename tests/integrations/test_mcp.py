@@ -385,6 +385,26 @@ async def test_a_conversation_budget_refuses_a_sessions_third_search_and_not_ano
     ]
 
 
+async def test_an_agent_calling_steadily_without_reply_ids_keeps_getting_searches(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    """MCP carries no reply ids, so the implicit burst rule is all that counts turns:
+    a client calling every 1.5 s gets a search every other call, for as long as it
+    calls (refused calls do not extend the burst)."""
+    from searchfuse.testing import FakeClock
+
+    clock = FakeClock()
+    with Router(list(TEST_KEYS), base_url=tavily_server, clock=clock) as router:
+        server = build_server(router, clock=clock)  # min_interval 2 s
+        results = []
+        async with asyncio.timeout(LIMIT), create_connected_server_and_client_session(server) as s:
+            for i in range(12):
+                results.append(await s.call_tool("tavily_search", {"query": f"q{i}"}))
+                clock.advance(1.5)
+    assert [not r.isError for r in results] == [True, False] * 6
+    assert [r.query for r in fake_tavily.searches] == [f"q{i}" for i in range(0, 12, 2)]
+
+
 @pytest.fixture
 def budget_http_server(tavily_server: str) -> Iterator[str]:
     """`build_server` over streamable HTTP, in this process, with a conversation budget."""
