@@ -41,6 +41,7 @@ from searchfuse.errors import (
     RateLimited,
     SearchFailed,
     SearchRefused,
+    StoreUnavailable,
 )
 from searchfuse.providers import tavily as tavily_facts
 from searchfuse.router import Router
@@ -485,6 +486,47 @@ def _template() -> bytes:
     return (resources.files("searchfuse") / "templates" / "keys.example.json").read_bytes()
 
 
+#: Fields of a keys file entry a published template keeps (nothing secret or personal).
+_PUBLISHED_FIELDS = ("provider", "rate", "rpm", "price", "disabled")
+
+
+def _publish_template(keys: Path) -> bytes:
+    """`config/keys.publish.json`: the keys file's shape with no key in it, safe to
+    commit or ship in a package. Every key is a placeholder (one per entry, in
+    order), account names become `account-1`, `account-2`... (so keys sharing a
+    plan still share one), notes are dropped, a URL loses its user and password.
+    A keys file that cannot be read gives the shipped example instead."""
+    try:
+        data = json.loads(keys.read_bytes())
+        entries = data["keys"] if isinstance(data, dict) else data
+        if not isinstance(entries, list):
+            raise ValueError("keys is not a list")
+    except (OSError, ValueError, KeyError, TypeError):
+        return _template()
+    accounts: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    published: list[dict[str, Any]] = []
+    for entry in entries:
+        item = entry if isinstance(entry, dict) else {"key": entry}
+        out = {k: item[k] for k in _PUBLISHED_FIELDS if k in item}
+        provider = str(item.get("provider") or "tavily")
+        if "url" in item:
+            out["url"] = redact(str(item["url"]), ())
+        else:
+            counts[provider] = counts.get(provider, 0) + 1
+            prefix = "tvly" if provider == "tavily" else provider
+            out["key"] = f"{prefix}-your-key-{counts[provider]}"
+        account = item.get("account")
+        if isinstance(account, str) and account:
+            out["account"] = accounts.setdefault(account, f"account-{len(accounts) + 1}")
+        published.append(out)
+    template: dict[str, Any] = {"format_version": 2}
+    if isinstance(data, dict) and isinstance(data.get("providers"), list):
+        template["providers"] = data["providers"]
+    template["keys"] = published
+    return (json.dumps(template, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def _folder(path: Path, what: str) -> None:
     """Create `path` as a folder, or explain in one line why it cannot be one."""
     if path.exists() and not path.is_dir():
@@ -503,13 +545,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     state_dir = root / "state"
     keys = config_dir / "keys.json"
     example = config_dir / "keys.example.json"
+    publish = config_dir / "keys.publish.json"
     gitignore = root / ".gitignore"
     _refuse_global_paths(args, "init", "it sets up DIR/config/keys.json and DIR/state/")
     _folder(root, "the project folder")
     _folder(config_dir, "for config/keys.json")
     state_existed = state_dir.is_dir()
     _folder(state_dir, "for router state")
-    for path in (keys, example, gitignore):
+    for path in (keys, example, publish, gitignore):
         if path.exists() and not path.is_file():
             raise UsageError(f"searchfuse init: error: {path} exists and is not a file")
     done: dict[str, list[str]] = {"created": [], "kept": [], "updated": []}
@@ -537,6 +580,12 @@ def cmd_init(args: argparse.Namespace) -> int:
             example.write_bytes(_template())
             done["created"].append(str(example))
             lines.append(f"created {example}")
+        if not publish.exists():
+            fd = os.open(publish, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_publish_template(keys))
+            done["created"].append(str(publish))
+            lines.append(f"created {publish}: {keys} without its keys, safe to commit or ship")
         present = gitignore.read_text().splitlines() if gitignore.exists() else []
         missing = [line for line in GITIGNORE_LINES[1:] if line not in present]
         if missing:
@@ -833,6 +882,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _json(exc.to_dict())
         _err(explain_refusal(exc))
         return EXIT_FAILED
+    except StoreUnavailable as exc:
+        # The state store named by --state / SEARCHFUSE_STATE cannot be used
+        # (Redis down, a wrong URL): the environment, like a bad config.
+        _fail(json_output, "store", str(exc))
+        return EXIT_USAGE
     except SearchFailed as exc:
         _fail(json_output, "failed", str(exc), {"status_code": exc.status_code})
         return EXIT_FAILED

@@ -33,6 +33,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Callable, Coroutine, Sequence
@@ -48,6 +49,7 @@ from searchfuse.errors import (
     SearchRefused,
 )
 from searchfuse.router import Router
+from searchfuse.router._env import keys_in_env
 
 __all__ = ["AsyncTavilyClient", "TavilyClient", "tavily_error"]
 
@@ -79,6 +81,18 @@ _HEADER_OPTIONS = ("project_id", "session_id", "human_id", "client_name")
 MAX_SEARCH_TIMEOUT = 120.0
 
 _noted = threading.Event()
+
+
+_noted_given = threading.Event()
+
+
+def _note_given_key() -> None:
+    if not _noted_given.is_set():
+        _noted_given.set()
+        log.warning(
+            "searchfuse.tavily: no key is set in the environment, so requests go over "
+            "the api_key= given, alone; set TAVILY_API_KEYS to route over several keys"
+        )
 
 
 def _note_ignored_key() -> None:
@@ -258,14 +272,19 @@ def _router_for(router: Router | None, api_key: str | None, options: dict[str, A
     unknown = sorted(set(options) - _IGNORED_OPTIONS - {"api_base_url"})
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-    if api_key is not None:
-        _note_ignored_key()
     base_url = options.get("api_base_url")
+    base = {"base_url": base_url} if base_url else {}
     if router is not None:
         if base_url is not None:
             raise ValueError("api_base_url= and router= together: give base_url= to the Router")
-        return router
-    return Router.from_env(**({"base_url": base_url} if base_url else {}))
+    elif isinstance(api_key, str) and api_key.strip() and not keys_in_env(os.environ):
+        # tavily-python's most common call, TavilyClient(api_key="tvly-..."), with
+        # nothing else configured: the given key is the pool.
+        _note_given_key()
+        return Router.from_env({**os.environ, "TAVILY_API_KEY": api_key.strip()}, **base)
+    if api_key is not None:
+        _note_ignored_key()
+    return router if router is not None else Router.from_env(**base)
 
 
 class _Client:
@@ -288,7 +307,9 @@ class TavilyClient(_Client):
     """tavily-python's `TavilyClient`, routed over all keys of a [`Router`][searchfuse.Router].
 
     Args:
-        api_key: accepted for compatibility and ignored (noted once in the log).
+        api_key: used when no key is set in the environment (the router then
+            routes over this key alone, noted once in the log); otherwise
+            ignored for the environment's keys (noted once).
         router: the router to use; default [`Router.from_env`][searchfuse.Router.from_env] (closed
             with this client).
         **options: tavily-python's other constructor options (`proxies`,

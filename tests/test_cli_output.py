@@ -436,3 +436,34 @@ def test_a_state_folder_that_cannot_be_made_names_the_full_path(
     assert message == err.strip()
     assert f"cannot keep the router state at {isolated / 'state'} (Read-only file system)" in err
     assert "--state PATH or SEARCHFUSE_STATE" in err
+
+
+def test_init_writes_a_publishable_copy_of_the_keys_file_without_its_secrets(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entries = [
+        {"key": K1, "account": "me@private.example", "notes": "my card"},
+        {"key": K2, "account": "me@private.example", "rpm": 50},
+        {"key": PLAIN, "provider": "exa", "rate": "10/s", "account": "other@private.example"},
+        {"provider": "searxng", "url": "http://bob:Pw0rd@10.0.0.2:8888"},
+    ]
+    write_keys(isolated, entries)
+    code, out, _ = run(capsys, "init")
+    assert code == 0 and "created config/keys.publish.json" in out
+    text = (isolated / "config" / "keys.publish.json").read_text()
+    for secret in (*RAW, "private.example", "my card", "Pw0rd", "bob"):
+        assert secret not in text
+    published = json.loads(text)["keys"]
+    assert [e.get("provider", "tavily") for e in published] == [
+        "tavily",
+        "tavily",
+        "exa",
+        "searxng",
+    ]
+    assert [e.get("account") for e in published] == ["account-1", "account-1", "account-2", None]
+    assert published[1]["rpm"] == 50 and published[2]["rate"] == "10/s"
+    assert published[0]["key"] == "tvly-your-key-1" and published[2]["key"] == "exa-your-key-1"
+    # Kept as it is on the next run, like every file init made.
+    (isolated / "config" / "keys.publish.json").write_text("{}")
+    run(capsys, "init")
+    assert (isolated / "config" / "keys.publish.json").read_text() == "{}"

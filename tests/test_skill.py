@@ -236,3 +236,11 @@ def test_the_command_line_parser_of_this_test() -> None:
         ("search", ["--config", "--count", "--json"]),
         ("diagnose", ["--probe"]),
     ]
+
+
+def test_extraction_is_covered_by_the_rules() -> None:
+    """Extraction is rate-limited like search; during a cooldown a known URL is fetched
+    directly (the rule the skill this comes from gives for `web_extract`)."""
+    rules = BODY.split("## The rules", 1)[1].split("\n## ", 1)[0]
+    assert "web_extract" in rules
+    assert "fetch that URL directly" in rules

@@ -94,6 +94,12 @@ def _order(env: Mapping[str, str], found: Mapping[str, object]) -> list[str]:
     return order
 
 
+def keys_in_env(environ: Mapping[str, str]) -> bool:
+    """Whether `environ` names a key of any provider (a malformed variable raises
+    ConfigError, as `config_from_env` would)."""
+    return any(_provider_keys(environ, spec) for spec in PROVIDERS.values())
+
+
 def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
     """Keys from `TAVILY_API_KEYS` (comma- or newline-separated) or `TAVILY_API_KEY`,
     `TAVILY_API_KEY_2`, `TAVILY_API_KEY_3`, ...; likewise `EXA_API_KEYS`,

@@ -247,9 +247,10 @@ def test_init_ignores_temp_backup_and_moved_aside_files(tmp_path: Path) -> None:
         ["git", "-C", str(tmp_path), "check-ignore", *names], capture_output=True, text=True
     )
     assert sorted(out.stdout.split()) == sorted(names)
-    tracked = subprocess.run(
-        ["git", "-C", str(tmp_path), "check-ignore", "config/keys.example.json"],
-        capture_output=True,
-        text=True,
-    )
-    assert tracked.returncode == 1  # the example stays committable
+    for committable in ("config/keys.example.json", "config/keys.publish.json"):
+        tracked = subprocess.run(
+            ["git", "-C", str(tmp_path), "check-ignore", committable],
+            capture_output=True,
+            text=True,
+        )
+        assert tracked.returncode == 1, committable  # the templates stay committable

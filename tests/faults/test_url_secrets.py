@@ -103,3 +103,38 @@ def test_userinfo_redaction_leaves_other_at_signs_alone() -> None:
     )
     assert redact_userinfo(f"x rediss://u:{SECRET}@h:1/0 y") == "x rediss://***@h:1/0 y"
     assert SECRET not in redact(f"upstream said: unix://:{SECRET}@/run/r.sock", ())
+
+
+# -- the environment: exit 2, and a Redis database that is not a number ------------
+
+
+@pytest.mark.parametrize("command", [["status"], ["diagnose"], ["search", "q"], ["reset-month"]])
+def test_an_unreachable_redis_is_an_environment_error(
+    command: list[str],
+    isolated: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    url = f"redis://:{SECRET}@127.0.0.1:1/0"  # nothing listens on port 1
+    assert main([*command, "--state", url]) == 2
+    out, err = capsys.readouterr()
+    assert "cannot be reached" in err and SECRET not in out + err
+    assert main([*command, "--json", "--state", url]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "store"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/zero",
+        "redis://127.0.0.1:6379/0?db=one",
+        "rediss://127.0.0.1:6379/1x",
+        "unix:///run/redis.sock?db=first",
+        "redis://127.0.0.1:6379/٣",  # a digit, but not an ASCII one
+    ],
+)
+def test_a_redis_database_that_is_not_a_number_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError, match="is not a number") as caught:
+        Router([KEY], state=url)
+    assert "redis://127.0.0.1:6379/0" in caught.value.fix

@@ -15,6 +15,7 @@ import tavily.errors
 import searchfuse.tavily as facade
 from searchfuse import (
     BadRequest,
+    ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
@@ -323,6 +324,54 @@ def test_api_key_is_ignored_with_one_note(
     assert len(notes) == 1
     (request,) = fake_tavily.searches
     assert request.key_fingerprint == fake_tavily.fingerprint(K1)  # a router key, not the given one
+
+
+def _no_keys_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("TAVILY_", "EXA_", "BRAVE_", "SERPER_", "SEARXNG_", "SEARCHFUSE_")):
+            monkeypatch.delenv(name)
+
+
+def test_the_given_api_key_serves_when_nothing_else_is_configured(
+    fake_tavily: FakeTavily,
+    tavily_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _no_keys_in_env(monkeypatch)
+    monkeypatch.setattr(facade, "_noted_given", type(facade._noted_given)())
+    with caplog.at_level(logging.WARNING, logger="searchfuse.tavily"):
+        with TavilyClient(api_key=K3, api_base_url=tavily_server) as client:
+            client.search("q")
+
+        async def run() -> None:
+            async with AsyncTavilyClient(K3, api_base_url=tavily_server) as client:
+                await client.search("q2")
+
+        asyncio.run(run())
+    assert [r.key_fingerprint for r in fake_tavily.searches] == [fake_tavily.fingerprint(K3)] * 2
+    notes = [r.getMessage() for r in caplog.records if "api_key= given" in r.getMessage()]
+    assert len(notes) == 1 and K3 not in notes[0]
+
+
+@pytest.mark.parametrize("api_key", [None, "", "   "])
+def test_no_key_anywhere_is_still_a_config_error(
+    api_key: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_keys_in_env(monkeypatch)
+    with pytest.raises(ConfigError, match="TAVILY_API_KEYS"):
+        TavilyClient(api_key=api_key)
+
+
+def test_a_malformed_key_variable_is_not_covered_by_the_given_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_keys_in_env(monkeypatch)
+    monkeypatch.setenv("TAVILY_API_KEYS", "  ")
+    with pytest.raises(ConfigError, match="white space"):
+        TavilyClient(api_key=K3)
 
 
 def test_without_a_router_the_keys_come_from_the_environment(

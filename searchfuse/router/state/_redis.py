@@ -89,8 +89,28 @@ def redacted_url(url: str) -> str:
     if port:
         host = f"{host}:{port}"
     if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+        shown = f"unix://{parts.path}"
+    else:
+        shown = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+    _check_database(parts, shown)
+    return shown
+
+
+def _check_database(parts: urllib.parse.SplitResult, shown: str) -> None:
+    """A database the URL names (`/3`, `?db=3`) must be a whole number: the Redis
+    client reads `redis://host/zero` as database 0 without a word, and another
+    fleet's state may live there."""
+    named = urllib.parse.parse_qs(parts.query).get("db", [])
+    if parts.scheme != "unix" and parts.path.strip("/"):
+        named.insert(0, parts.path.strip("/"))
+    for db in named:
+        if not (db.isascii() and db.isdigit()):
+            raise ConfigError(
+                "state",
+                None,
+                f"{shown!r} names the Redis database {db[:40]!r}, which is not a number",
+                "write the database as a number, for example redis://127.0.0.1:6379/0",
+            )
 
 
 def _encode(value: Any) -> str:
