@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from searchfuse.errors import (
     BadRequest,
+    BudgetExhausted,
     NoKeyAvailable,
     SearchFailed,
     SearchFuseError,
@@ -142,6 +143,9 @@ def _tavily_name(exc: SearchFuseError) -> str | None:
             return "TimeoutError"
         verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
         return _BY_VERDICT.get(verdict or "")
+    if isinstance(exc, BudgetExhausted):
+        # A spend budget is used up: Tavily's 432 "limit exceeded", as the gateway answers it.
+        return _BY_STATUS[432]
     if isinstance(exc, SearchRefused):
         # Refused for a rate limit, a cooldown or pacing: what a 429 means.
         return "UsageLimitExceededError"

@@ -44,6 +44,7 @@ def answers(
     middleware: list[SearchFuseMiddleware],
     *queries: str,
     thread: str | None = None,
+    run_id: uuid.UUID | None = None,
     checkpointer: InMemorySaver | None = None,
     mode: str = "invoke",
 ) -> list[str]:
@@ -51,7 +52,9 @@ def answers(
     replies = [searches(q, reply=f"{q}-{uuid.uuid4().hex[:6]}") for q in queries]
     model = ScriptedModel(responses=[*replies, AIMessage("done")])
     agent = create_agent(model, tools=tools, middleware=middleware, checkpointer=checkpointer)
-    config: Any = {"configurable": {"thread_id": thread}} if thread else None
+    config: Any = {"configurable": {"thread_id": thread}} if thread else {}
+    if run_id is not None:
+        config["run_id"] = run_id
     state = {"messages": [HumanMessage("go")]}
     if mode == "ainvoke":
         result = asyncio.run(agent.ainvoke(state, config))
@@ -108,6 +111,23 @@ def test_a_routed_guard_tool_without_the_middleware_counts_the_thread(
 
     assert a[2] == OVER_BUDGET and OVER_BUDGET not in a[:2] + b
     assert queries_at(fake_tavily) == ["python 3.13", "rust 2024", "pep 703", "go 1.24"]
+
+
+def test_without_a_thread_the_run_id_given_names_the_conversation(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    # LangGraph's servers give every run its run_id: a run resumed under the
+    # same id goes on spending from the same budget, with or without the middleware.
+    run = uuid.uuid4()
+    guarded: list[BaseTool] = [guard_tool(tavily_like(fake_tavily), router=router, per_turn=None)]
+    routed: list[BaseTool] = [RoutedTavilySearch(router=router)]
+
+    first = answers(guarded, [], "python 3.13", run_id=run)
+    again = answers(routed, [SearchFuseMiddleware()], "rust 2024", "zig 0.14", run_id=run)
+    other = answers(guarded, [], "pep 703", run_id=uuid.uuid4())
+
+    assert again[1] == OVER_BUDGET and OVER_BUDGET not in first + again[:1] + other
+    assert queries_at(fake_tavily) == ["python 3.13", "rust 2024", "pep 703"]
 
 
 def test_routed_tavily_search_alone_counts_the_thread_of_its_config(

@@ -268,15 +268,15 @@ async def test_a_conversation_budget_counts_one_run_and_a_new_run_starts_afresh(
         assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024"]
         assert script.returns(3) == [refused]
 
-        # Another run is another conversation: it searches again.
-        again = Script([["pep 703"], "Done."])
+        # Another run is another conversation: its two searches are served.
+        again = Script([["pep 703"], ["uv 0.5"], "Done."])
         await agent_with(tool, again).run("And Python?")
-        assert [r.query for r in fake_tavily.searches][-1] == "pep 703"
-        assert results_in(again.returns(1)[0]) == 5
+        assert [r.query for r in fake_tavily.searches][-2:] == ["pep 703", "uv 0.5"]
+        assert [results_in(again.returns(n)[0]) for n in (1, 2)] == [5, 5]
 
         # An application's own spend_scope(conversation=...) wins over the run's.
         with spend_scope(conversation="chat-7"):
             for query in ("go 1.24", "bun 1.2", "deno 2"):
                 await agent_with(tool, Script([[query], "Done."])).run("Go?")
         assert [r.query for r in fake_tavily.searches][-2:] == ["go 1.24", "bun 1.2"]
-        assert len(fake_tavily.searches) == 5
+        assert len(fake_tavily.searches) == 6

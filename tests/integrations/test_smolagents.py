@@ -353,7 +353,12 @@ def test_a_conversation_budget_counts_one_task_and_a_new_task_starts_afresh(
         agent.run("And Python?", reset=False)
         assert len(fake_tavily.searches) == 2
 
-        # A new task (a fresh run) is another conversation: it searches again.
-        model.script = [["go 1.24"], "Done."]
+        # A new task (a fresh run) is another conversation: its two searches are served.
+        model.script = [["go 1.24"], ["bun 1.2"], "Done."]
         agent.run("And Go?")
-        assert [r.query for r in fake_tavily.searches] == ["python 3.13", "rust 2024", "go 1.24"]
+        assert [r.query for r in fake_tavily.searches] == [
+            "python 3.13",
+            "rust 2024",
+            "go 1.24",
+            "bun 1.2",
+        ]
