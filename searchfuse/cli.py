@@ -677,6 +677,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             per_turn=args.per_turn,
             min_interval=args.min_interval,
+            ready=lambda url: _err(
+                f"searchfuse mcp: serving tavily_search on {url} (streamable HTTP); "
+                "stop with Ctrl-C"
+            ),
         )
     except OSError as exc:
         raise UsageError(f"searchfuse mcp: error: {exc.strerror or exc}") from None

@@ -9,11 +9,11 @@ signature (both build the tool's schema from it) and calls `answer`.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError, WithJsonSchema
 
-from searchfuse.errors import SearchFailed, SearchRefused
+from searchfuse.errors import BadRequest, SearchFailed, SearchRefused
 from searchfuse.guard import Call, Guard
 
 __all__ = [
@@ -26,6 +26,8 @@ __all__ = [
     "TimeRange",
     "Topic",
     "answer",
+    "check_arguments",
+    "checked_here",
 ]
 
 TOOL_NAME = "tavily_search"
@@ -41,6 +43,59 @@ Depth = Literal["basic", "advanced", "fast", "ultra-fast"]
 Topic = Literal["general", "news", "finance"]
 TimeRange = Literal["day", "week", "month", "year"] | None
 Domains = list[str] | None
+
+#: Each parameter's declared type, to check a call's arguments against.
+PARAMETERS: dict[str, Any] = {
+    "query": Query,
+    "max_results": MaxResults,
+    "search_depth": Depth,
+    "topic": Topic,
+    "time_range": TimeRange,
+    "include_domains": Domains,
+    "exclude_domains": Domains,
+}
+_ADAPTERS = {name: TypeAdapter(kind) for name, kind in PARAMETERS.items()}
+
+
+def checked_here(name: str) -> Any:
+    """Parameter `name`'s type as the schema shows it, checked by `check_arguments`
+    instead of the framework: a framework's own check answers the model with
+    validation internals ("1 validation error for tavily_searchArguments ...")."""
+    return Annotated[Any, WithJsonSchema(_ADAPTERS[name].json_schema())]
+
+
+def check_arguments(arguments: dict[str, Any]) -> dict[str, Any] | str:
+    """`arguments` as their parameters take them ("5" as 5, as the framework's own
+    check would), or what the model is told for the first one that does not fit:
+    the "not sent" text of a `BadRequest`, as for an empty query."""
+    checked: dict[str, Any] = {}
+    for name, value in arguments.items():
+        try:
+            checked[name] = _ADAPTERS[name].validate_python(value)
+        except ValidationError as exc:
+            why = str(exc.errors()[0]["msg"])
+            why = why.replace("Input should", "it should").replace("Value error, ", "")
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return str(BadRequest(f"{name} is {shown}: {why}", sent=False))
+    return checked
+
+
+if TYPE_CHECKING:
+    QueryArgument = Query
+    MaxResultsArgument = MaxResults
+    DepthArgument = Depth
+    TopicArgument = Topic
+    TimeRangeArgument = TimeRange
+    DomainsArgument = Domains
+else:
+    QueryArgument = checked_here("query")
+    MaxResultsArgument = checked_here("max_results")
+    DepthArgument = checked_here("search_depth")
+    TopicArgument = checked_here("topic")
+    TimeRangeArgument = checked_here("time_range")
+    DomainsArgument = checked_here("include_domains")
+
 
 #: What the model is not handed back: the router's accounting (key served, credits).
 _NOT_FOR_THE_MODEL = ("searchfuse", "usage")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -41,13 +42,14 @@ from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
-    Depth,
-    Domains,
-    MaxResults,
-    Query,
-    TimeRange,
-    Topic,
+    DepthArgument,
+    DomainsArgument,
+    MaxResultsArgument,
+    QueryArgument,
+    TimeRangeArgument,
+    TopicArgument,
     answer,
+    check_arguments,
 )
 from searchfuse.router import Router
 
@@ -120,25 +122,31 @@ def build_server(
     )
     async def tavily_search(
         context: Context[Any, Any, Any],
-        query: Query,
-        max_results: MaxResults = 5,
-        search_depth: Depth = "basic",
-        topic: Topic = "general",
-        time_range: TimeRange = None,
-        include_domains: Domains = None,
-        exclude_domains: Domains = None,
+        query: QueryArgument,
+        max_results: MaxResultsArgument = 5,
+        search_depth: DepthArgument = "basic",
+        topic: TopicArgument = "general",
+        time_range: TimeRangeArgument = None,
+        include_domains: DomainsArgument = None,
+        exclude_domains: DomainsArgument = None,
     ) -> CallToolResult:
+        # The framework does not check these (see `checked_here`): a bad argument
+        # is told like an empty query ("not sent: ..."), and costs nothing.
+        checked = check_arguments(
+            {
+                "query": query,
+                "max_results": max_results,
+                "search_depth": search_depth,
+                "topic": topic,
+                "time_range": time_range,
+                "include_domains": include_domains,
+                "exclude_domains": exclude_domains,
+            }
+        )
+        if isinstance(checked, str):
+            return CallToolResult(content=[TextContent(type="text", text=checked)], isError=True)
         async with conversation_scope(session_conversation(context)):
-            text, refused = await answer(
-                rules,
-                query,
-                max_results=max_results,
-                search_depth=search_depth,
-                topic=topic,
-                time_range=time_range,
-                include_domains=include_domains,
-                exclude_domains=exclude_domains,
-            )
+            text, refused = await answer(rules, **checked)
         # What the model reads never holds a configured key, whatever a page echoed.
         shown = redact(text, secrets)
         return CallToolResult(content=[TextContent(type="text", text=shown)], isError=refused)
@@ -146,17 +154,28 @@ def build_server(
     return server
 
 
+class _ClientWentAway(logging.Filter):
+    """Drops the MCP SDK's error log (with a traceback) for a stream whose client
+    closed it: a client ending its session is how sessions end, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, anyio.ClosedResourceError | anyio.BrokenResourceError)
+
+
 def serve(
     router: Router | None = None,
     *,
     http_port: int | None = None,
     host: str = LOOPBACK,
+    ready: Callable[[str], None] | None = None,
     **guard_options: Any,
 ) -> None:
     """Run the server until the client goes away (stdio) or the process is stopped (HTTP).
 
     `http_port=None` speaks MCP over stdin/stdout; a port serves streamable
-    HTTP at `http://HOST:PORT/mcp`. The router is closed at the end.
+    HTTP at `http://HOST:PORT/mcp`, and `ready` is called with that address
+    once the port is known to be free. The router is closed at the end.
     """
     if router is None:
         router = Router.from_env()
@@ -173,12 +192,19 @@ def serve(
             anyio.run(_stdio, server)
             return
         check_listen(host, http_port)
+        shown = f"[{host}]" if ":" in host else host
+        if ready is not None:
+            ready(f"http://{shown}:{http_port}/mcp")
+        quiet = _ClientWentAway()
+        logging.getLogger("mcp.server.streamable_http").addFilter(quiet)
         try:
             server.run("streamable-http")
         except SystemExit as exc:
             # uvicorn exits (code 3) when it cannot bind after all.
             problem = f"cannot serve HTTP on {host}:{http_port} (uvicorn exited {exc.code})"
             raise OSError(problem) from None
+        finally:
+            logging.getLogger("mcp.server.streamable_http").removeFilter(quiet)
     finally:
         router.close()
 

@@ -225,6 +225,53 @@ async def test_streamable_http_lists_and_searches(
     assert len(fake_tavily.searches) == 1
 
 
+async def test_http_says_where_it_listens_and_a_client_leaving_is_no_error(
+    tavily_server: str, tmp_path: Path
+) -> None:
+    import threading
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, *command(tmp_path, "--http", str(port))],
+        cwd=tmp_path,
+        env={**os.environ, **server_env(tavily_server)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    listening = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if "serving tavily_search on" in line:
+                listening.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert await asyncio.to_thread(listening.wait, LIMIT), "".join(lines)
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert f"searchfuse mcp: serving tavily_search on {url}" in "".join(lines)
+        for _ in range(2):  # two clients come and go, each closing its session
+            async with (
+                asyncio.timeout(LIMIT),
+                streamable_http_client(url) as (read_stream, write_stream, _),
+                ClientSession(read_stream, write_stream) as session,
+            ):
+                await session.initialize()
+                await session.list_tools()
+        await asyncio.sleep(0.3)  # what the server logs as the sessions end
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        reader.join(timeout=10)
+    logged = "".join(lines)
+    assert "Traceback" not in logged and "ERROR" not in logged, logged
+
+
 def test_mcp_rejects_a_bad_port_with_a_usage_error(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, *command(tmp_path, "--http", "70000")],
@@ -403,6 +450,39 @@ async def test_an_agent_calling_steadily_without_reply_ids_keeps_getting_searche
                 clock.advance(1.5)
     assert [not r.isError for r in results] == [True, False] * 6
     assert [r.query for r in fake_tavily.searches] == [f"q{i}" for i in range(0, 12, 2)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"max_results": 500}, "max_results is 500: it should be less than or equal to 20"),
+        ({"max_results": -1}, "max_results is -1"),
+        ({"max_results": "many"}, "max_results is 'many'"),
+        ({"search_depth": "deep"}, "search_depth is 'deep': it should be 'basic'"),
+        ({"topic": 5}, "topic is 5"),
+        ({"time_range": "decade"}, "time_range is 'decade'"),
+        ({"include_domains": "example.com"}, "include_domains is 'example.com'"),
+        ({"exclude_domains": [1, 2]}, "exclude_domains is [1, 2]"),
+    ],
+)
+async def test_an_argument_out_of_range_is_told_like_an_empty_query_and_costs_nothing(
+    fake_tavily: FakeTavily, tavily_server: str, arguments: dict[str, object], named: str
+) -> None:
+    with Router(list(TEST_KEYS), base_url=tavily_server) as router:
+        server = build_server(router, min_interval=0)
+        async with asyncio.timeout(LIMIT), create_connected_server_and_client_session(server) as s:
+            bad = await s.call_tool("tavily_search", {"query": "python 3.13", **arguments})
+            good = await s.call_tool("tavily_search", {"query": "python 3.13", "max_results": "3"})
+            schema = (await s.list_tools()).tools[0].inputSchema["properties"]
+    assert bad.isError
+    assert text(bad).startswith(f"the request was not sent: {named}")
+    assert text(bad).endswith("retrying the same request will fail again.")
+    assert "validation error" not in text(bad) and "pydantic" not in text(bad)
+    assert not good.isError and len(json.loads(text(good))["results"]) == 3  # "3" is 3
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]  # only the good one
+    # The schema the model reads still states every bound.
+    assert schema["max_results"]["maximum"] == 20 and schema["max_results"]["minimum"] == 0
+    assert schema["search_depth"]["enum"] == ["basic", "advanced", "fast", "ultra-fast"]
 
 
 @pytest.fixture
