@@ -39,7 +39,7 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Store, open_store
+from searchfuse.router.state import Store, _paths, open_store
 from searchfuse.router.status import KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -209,7 +209,8 @@ class Router:
             return cls._made([], os.environ, f"{exc.source} ({exc.problem})", **options)
         if "state" not in options:
             base = config.path.parent.parent if config.path else None
-            options["state"] = (base / "state" / "searchfuse.db") if base else None
+            beside = (base / "state" / "searchfuse.db") if base else None
+            options["state"] = _paths.testing_state or beside
         return cls(config, **options)
 
     @classmethod

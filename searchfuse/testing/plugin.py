@@ -17,9 +17,11 @@ Registered through the `pytest11` entry point, so any project with
   parallel calls in one turn, read how many requests reached the API, how
   many got 429 and how many keys ended in cooldown.
 
-Between tests the plugin calls [`searchfuse.testing.reset`][searchfuse.testing.reset]: no guard
-remembers an earlier test's 429, turn or cache, and a fake clock installed
-for the whole suite goes back to its start.
+Each test using these fixtures gets router state of its own (see
+`fake_clock`). Between tests the plugin calls
+[`searchfuse.testing.reset`][searchfuse.testing.reset]: no guard remembers an
+earlier test's 429, turn or cache, and a fake clock installed for the whole
+suite goes back to its start.
 
 Importing this module stays cheap (pytest loads it in every session of every
 project that installed searchfuse): searchfuse's test helpers, httpx and
@@ -95,14 +97,26 @@ def searchfuse_reset() -> Iterator[None]:
 
 
 @pytest.fixture
-def fake_clock() -> Iterator[FakeClock]:
+def fake_clock(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeClock]:
     """A [`FakeClock`][searchfuse.testing.FakeClock], installed as searchfuse's clock for the test.
 
     Guards and routers built without `clock=` read it, and their waits
     advance it instead of sleeping. Real time is restored after the test.
+
+    The test also gets router state of its own: `SEARCHFUSE_STATE` and the
+    default state of `Router.from_config` point into a fresh temporary
+    folder. The clock starts at the same instant in every test, so a cooldown
+    one test wrote into a shared file would refuse every later test. A router
+    given `state=` uses what it is given.
     """
+    from searchfuse.router.state import _paths
     from searchfuse.testing import testing_mode
 
+    state = str(tmp_path_factory.mktemp("searchfuse-state") / "searchfuse.db")
+    monkeypatch.setenv("SEARCHFUSE_STATE", state)
+    monkeypatch.setattr(_paths, "testing_state", state)
     with testing_mode() as clock:
         yield clock
 

@@ -213,6 +213,57 @@ def test_fixtures_restore_real_time(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
 
 
+def test_a_cooldown_on_disk_does_not_outlive_its_test(pytester: pytest.Pytester) -> None:
+    """The fake clock starts at the same instant in every test: a 429 cooldown one
+    test wrote into the project's state file (or SEARCHFUSE_STATE) must not refuse
+    the next test. Each test gets state of its own."""
+    config = pytester.path / "config"
+    config.mkdir()
+    keys = [{"key": k} for k in ("tvly-dev-test0001", "tvly-dev-test0002")]
+    (config / "keys.json").write_text(json.dumps({"format_version": 2, "keys": keys}))
+    (config / "keys.json").chmod(0o600)
+    pytester.makepyfile(
+        """
+        import os
+        import pytest
+        from searchfuse import RateLimited, Router
+
+        @pytest.mark.parametrize("run", [1, 2])
+        def test_from_config(tavily_server, fake_tavily, run):
+            router = Router.from_config("config/keys.json")
+            if run == 1:
+                fake_tavily.fail_next(429, times=None, retry_after=3600)
+                with pytest.raises(RateLimited):
+                    router.search("q")
+            else:
+                assert router.search("q")["results"]
+            router.close()
+
+        @pytest.mark.parametrize("run", [1, 2])
+        def test_from_env(tavily_server, fake_tavily, monkeypatch, run):
+            monkeypatch.setenv("TAVILY_API_KEYS", "tvly-dev-test0001,tvly-dev-test0002")
+            router = Router.from_env()
+            assert "searchfuse-state" in os.environ["SEARCHFUSE_STATE"]
+            if run == 1:
+                fake_tavily.fail_next(429, times=None, retry_after=3600)
+                with pytest.raises(RateLimited):
+                    router.search("q")
+            else:
+                assert router.search("q")["results"]
+            router.close()
+
+        def test_an_explicit_state_is_used(tavily_server, fake_tavily, tmp_path):
+            router = Router.from_config("config/keys.json", state=str(tmp_path / "mine.db"))
+            router.search("q")
+            router.close()
+            assert (tmp_path / "mine.db").exists()
+        """
+    )
+    result = pytester.runpytest(*INNER)
+    result.assert_outcomes(passed=5)
+    assert not (pytester.path / "state").exists()  # the project's state was never touched
+
+
 def test_plugin_works_without_pytest_httpx(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

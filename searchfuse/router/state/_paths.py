@@ -17,6 +17,12 @@ from pathlib import Path
 from searchfuse.errors import ConfigError
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+#: Where a router's default state goes while searchfuse's pytest plugin runs a
+#: test (`None`: the usual places). Each test gets a folder of its own, so a
+#: cooldown one test wrote on disk never refuses the next one, whose fake clock
+#: starts at the same instant.
+testing_state: str | None = None
 _FIX = (
     "point state= (or --state / SEARCHFUSE_STATE) at a file in an existing folder "
     "(for example state/searchfuse.db), or at a redis://host:6379/0 URL"
