@@ -42,7 +42,7 @@ from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, candidate, candidates
-from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
+from searchfuse.router.state import AccountUsage, Charge, Event, Grant, KeyUsage, State, Store
 
 __all__ = ["Charged", "Ledger"]
 
@@ -375,6 +375,18 @@ class Ledger:
         return any(
             c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED for c in cands
         )
+
+    def events(self, limit: int = 50, keys: Sequence[KeyEntry] | None = None) -> list[Event]:
+        """The store's newest events, newest first, `keys` (default: this ledger's) masked."""
+        known = {e.fingerprint: e for e in (self.keys if keys is None else keys)}
+        masked = {fp: e.masked for fp, e in known.items()}
+        providers = {fp: e.provider for fp, e in known.items()}
+        return [e.shown(masked, providers) for e in self.store.events(limit)]
+
+    def note(self, kind: str, provider: str, detail: str) -> None:
+        """Log an event of `provider` (a move down the chain) in a transaction of its own."""
+        now = self.now()
+        self.store.update(now, lambda state: state.note(Event(now, kind, provider, None, detail)))
 
     def clear(self) -> None:
         """Forget all key state: cooldowns, usage figures, counters."""
