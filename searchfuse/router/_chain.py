@@ -56,7 +56,7 @@ from searchfuse.router._ledger import Ledger
 from searchfuse.router._options import RouterOptions
 from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
 from searchfuse.router._rates import key_rate
-from searchfuse.router.state import Store
+from searchfuse.router.state import EventKind, Store
 
 __all__ = ["Chain", "Passed", "Wiring", "build"]
 
@@ -197,8 +197,20 @@ class Chain:
                 p.detail,
                 titles.get(serving, serving),
             )
+            why = f"{p.reason}: {p.detail}; {titles.get(serving, serving)} serves instead"
+            self._log_event(EventKind.PASSED_OVER, p.name, why)
         for name in ended:
             log.info("%s serves again", titles.get(name, name))
+            self._log_event(EventKind.SERVES_AGAIN, name, "serves again")
+
+    def _log_event(self, kind: str, provider: str, detail: str) -> None:
+        """Keep a move down the chain (or back) in the store's event log: once per
+        process per move, as the log line. The result is served whatever the store says."""
+        core = self.by_provider().get(provider, self.first)
+        try:
+            core.ledger.note(kind, provider, detail)
+        except Exception as exc:
+            log.warning("could not log %s of %s in the state store (%s)", kind, provider, exc)
 
     def titles(self) -> dict[str, str]:
         """Each provider's name in messages."""

@@ -1,4 +1,4 @@
-"""The admin calls over a whole chain: status, key checks and the diagnosis, per provider.
+"""The admin calls over a whole chain: status, events, key checks and the diagnosis.
 
 Each provider's core answers for its own keys (`_admin`); this puts the answers
 together in chain order. The diagnosis keeps the verification order, each
@@ -19,14 +19,21 @@ from searchfuse.router import _admin
 from searchfuse.router._core import Core
 from searchfuse.router.diagnose import Diagnosis
 from searchfuse.router.diagnose import Step as DiagnosisStep
+from searchfuse.router.state import Event
 from searchfuse.router.status import KeyStatus, ProbeResult
 
-__all__ = ["diagnose_flow", "ensure_available", "probe_flow", "status"]
+__all__ = ["diagnose_flow", "ensure_available", "events", "probe_flow", "status"]
 
 
 def status(cores: Sequence[Core]) -> list[KeyStatus]:
     """Every key of every provider, in chain order."""
     return [record for core in cores for record in _admin.status(core)]
+
+
+def events(cores: Sequence[Core], limit: int) -> list[Event]:
+    """The store's newest events (every provider shares one store), every key masked."""
+    keys = [entry for core in cores for entry in core.ledger.keys]
+    return cores[0].ledger.events(limit, keys)
 
 
 def probe_flow(cores: Sequence[Core], spend: bool) -> Generator[Step, Any, list[ProbeResult]]:

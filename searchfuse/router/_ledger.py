@@ -1,10 +1,9 @@
 """The ledger: the only code that reads or writes the router's store.
 
 Every decision that must hold across threads, processes and hosts is one
-store transaction here: the grant (the router-wide hold, the key's state, a
-slot in its pacing window, the search counted in advance), the settlement of
-a served answer, the refund of one that was not, the reaction to a failure
-(the key's park and the hold, written together), and the claims on `/usage`.
+store transaction here: the grant (hold, key state, a pacing slot, the search
+counted in advance), the settlement of a served answer, the refund of one that
+was not, the reaction to a failure (park and hold), and the `/usage` claims.
 
 The view and its shortcut. Searches pick keys from a *view*: the store's
 state as of the last look, kept up to date from what changed since (one
@@ -13,8 +12,7 @@ view may be stale, but nothing is ever sent on it alone, because every send
 is granted by a transaction that reads the rows it decides on. So a burst
 staying on its key may skip even the look when the last grant found the
 store unchanged by anyone else since this router's own writes
-(`Grant.fresh`); every write of this router's own (a reaction, a settlement)
-clears that trust, since the view does not show it.
+(`Grant.fresh`); every write of this router's own clears that trust.
 """
 
 from __future__ import annotations
@@ -29,12 +27,7 @@ from searchfuse import _telemetry
 from searchfuse._wire import short_text
 from searchfuse.providers._base import Classified, Figures, Rate
 from searchfuse.router import policy
-from searchfuse.router._options import (
-    MAX_PENDING,
-    STICKY_WINDOW,
-    USAGE_CLAIM,
-    RouterOptions,
-)
+from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import pace_window
 from searchfuse.router._spend import Line, Spent, give_back, settlement
@@ -42,7 +35,7 @@ from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, candidate, candidates
-from searchfuse.router.state import AccountUsage, Charge, Grant, KeyUsage, State, Store
+from searchfuse.router.state import AccountUsage, Charge, Event, Grant, KeyUsage, State, Store
 
 __all__ = ["Charged", "Ledger"]
 
@@ -375,6 +368,17 @@ class Ledger:
         return any(
             c.state.cooling(now) and c.state.cooldown_reason == Outcome.RATE_LIMITED for c in cands
         )
+
+    def events(self, limit: int = 50, keys: Sequence[KeyEntry] | None = None) -> list[Event]:
+        """The store's newest events, newest first, `keys` (default: this ledger's) masked."""
+        known = self.keys if keys is None else keys
+        shown = {e.fingerprint: e.masked for e in known}, {e.fingerprint: e.provider for e in known}
+        return [e.shown(*shown) for e in self.store.events(limit)]
+
+    def note(self, kind: str, provider: str, detail: str) -> None:
+        """Log an event of `provider` (a move down the chain) in a transaction of its own."""
+        now = self.now()
+        self.store.update(now, lambda state: state.note(Event(now, kind, provider, None, detail)))
 
     def clear(self) -> None:
         """Forget all key state: cooldowns, usage figures, counters."""

@@ -39,7 +39,7 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Store, _paths, open_store
+from searchfuse.router.state import Event, Store, _paths, open_store
 from searchfuse.router.status import KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -335,6 +335,12 @@ class Router:
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
+
+    def events(self, limit: int = 50) -> list[Event]:
+        """The newest `limit` events of the store's log, newest first: 429s, cooldowns set
+        and cleared, holds, moves down the chain and back, budget refusals, from every
+        process sharing the store (keys masked; `Event.to_dict()` is the JSON form)."""
+        return _chainview.events(self._chain.cores, limit)
 
     def test_keys(self, spend: bool = False) -> list[ProbeResult]:
         """Check every key with its provider's free probe, one at a time (Tavily `/usage`,

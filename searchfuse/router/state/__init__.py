@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._codec import STATE_VERSION
+from searchfuse.router.state._events import MAX_EVENTS, Event, EventKind
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._json import JsonFileStore
 from searchfuse.router.state._memory import MemoryStore
@@ -39,11 +40,14 @@ if TYPE_CHECKING:
     from searchfuse.router.state._sqlite import SqliteStore
 
 __all__ = [
+    "MAX_EVENTS",
     "STATE_VERSION",
     "AccountUsage",
     "Availability",
     "Changes",
     "Charge",
+    "Event",
+    "EventKind",
     "Grant",
     "JsonFileStore",
     "KeyState",

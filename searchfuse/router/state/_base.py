@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from searchfuse.router.state._budgets import Line, Tally
+from searchfuse.router.state._events import MAX_EVENTS, Event, changed_events, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
@@ -57,10 +58,12 @@ class Store(Protocol):
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
 
-    Two members have defaults, inherited by a store that subclasses `Store`:
+    Three members have defaults, inherited by a store that subclasses `Store`:
     `grant` (the pacing decision as one `update`; a store may make it more
-    cheaply, as `SqliteStore` does) and `blocking` (whether a transaction may
-    wait on another process, so async callers run it in a worker thread).
+    cheaply, as `SqliteStore` does), `blocking` (whether a transaction may
+    wait on another process, so async callers run it in a worker thread) and
+    `events` (none kept). A store that keeps the event log writes the events
+    of a transaction (`TxState.made_events`) in that transaction.
     """
 
     @property
@@ -110,6 +113,11 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and files."""
         ...
+
+    def events(self, limit: int = 50) -> list[Event]:
+        """The newest `limit` events of the log (429s, cooldowns, holds, moves down
+        the chain, budget refusals), newest first; keys by fingerprint only."""
+        return []
 
     def grant(
         self,
@@ -254,6 +262,7 @@ class TxState(State):
         """Whether this transaction changed anything at all."""
         return bool(
             self.rings_changed
+            or self.noted
             or self.hold_changed()
             or self.changed_keys()
             or self.changed_accounts()
@@ -281,6 +290,23 @@ class TxState(State):
     def hold_changed(self) -> bool:
         """Whether this transaction set or moved the router-wide hold."""
         return (self.hold_until, self.hold_key) != self.hold_before
+
+    def made_events(self, now: float, keys: dict[str, KeyState] | None = None) -> list[Event]:
+        """The events this transaction makes: what its changes to keys (`keys`, else
+        `changed_keys()`) and to the hold tell, and what it noted (see `_events`)."""
+        out: list[Event] = []
+        for fp, ks in (self.changed_keys() if keys is None else keys).items():
+            out += changed_events(fp, self.seen_keys.get(fp), ks, now)
+        until = self.hold_until
+        if self.hold_changed() and until is not None and until > now:
+            out.append(Event(now, "hold", None, self.hold_key, "", until - now, until))
+        out += self.noted
+        return out
+
+
+def logged(log: list[dict[str, Any]], events: list[Event]) -> list[dict[str, Any]]:
+    """`log` (stored events, oldest first) with `events` added, the oldest dropped."""
+    return (log + [event_to_fields(e) for e in events])[-MAX_EVENTS:]
 
 
 def current_month(state: State | None, now: float) -> State:

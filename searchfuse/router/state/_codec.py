@@ -40,7 +40,7 @@ def state_to_json(state: State) -> dict[str, Any]:
         usage = {n: flat.pop(n) for n in ("key_usage", "key_limit", "search_usage")}
         flat["last_usage"] = usage if ks.last_usage is not None else None
         keys[fp] = flat
-    return {
+    out = {
         "format_version": STATE_VERSION,
         "month": state.month,
         "keys": keys,
@@ -55,6 +55,9 @@ def state_to_json(state: State) -> dict[str, Any]:
             n: {"period": t.period, "used": t.used} for n, t in sorted(state.tallies.items())
         },
     }
+    if state.events:
+        out["events"] = state.events
+    return out
 
 
 def looks_like_state(data: Any) -> bool:
@@ -131,6 +134,8 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
         hold_key=_hold_key(optional_text(data.get("hold_key"), "hold_key", warn)),
         rings=rings,
         tallies=_tallies_from_json(data.get("tallies"), warn),
+        # Each event is checked when read (`Store.events`); a damaged one is skipped.
+        events=events if isinstance(events := data.get("events"), list) else [],
     )
 
 

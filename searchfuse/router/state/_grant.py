@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from searchfuse.router.state import _budgets as budgets
 from searchfuse.router.state._budgets import Line
+from searchfuse.router.state._events import Event, EventKind
 from searchfuse.router.state._records import Availability, State
 
 __all__ = ["GRANTED", "GRANTED_CLEAN", "Charge", "Grant", "acquire", "search_log"]
@@ -83,7 +84,11 @@ def acquire(
         # for a cooldown would not help the caller).
         refused = budgets.over(state, spend)
         if refused is not None:
-            return Grant("budget", refused.wait(now), over=refused)
+            wait = refused.wait(now)
+            detail = f"budget {refused.name}: {refused.used:g} of {refused.limit:g} used"
+            until = refused.resets_at
+            state.note(Event(now, EventKind.BUDGET, None, fp, detail, until and wait, until))
+            return Grant("budget", wait, over=refused)
     if honour_hold:
         left = state.hold_left(now)
         if left > 0:

@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
-from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._codec import looks_like_state, state_from_json, state_to_json
+from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 from searchfuse.router.state._records import State, copied
@@ -217,6 +218,8 @@ def _copy(state: State) -> State:
         hold_key=state.hold_key,
         rings={name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()},
         tallies=dict(state.tallies),
+        # Never changed in place (a new event makes a new list): shared.
+        events=state.events,
     )
 
 
@@ -226,10 +229,16 @@ _encode = json.JSONEncoder(sort_keys=True).encode
 _quote = json.encoder.encode_basestring_ascii
 
 
+class _Encoded(str):
+    """A value already written as JSON."""
+
+
 def _encode_value(value: Any) -> str:
     """`value` as JSON, as `json.dumps(value, sort_keys=True)` writes it; a
     string, a number or null without a trip through the encoder."""
     kind = type(value)
+    if kind is _Encoded:
+        return str(value)
     if kind is str:
         return _quote(value)
     if value is None:
@@ -449,6 +458,8 @@ class JsonFileStore(Store):
         self._told_damaged = False
         #: Per section, per name: the record last saved and its line in the file.
         self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
+        #: The event log last saved and its JSON text.
+        self._events_text: tuple[list[dict[str, Any]] | None, str] = (None, "")
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
@@ -618,6 +629,11 @@ class JsonFileStore(Store):
         data = state_to_json(changed)
         if cache:
             data["cache"] = cache
+        if state.events:
+            # Written again only when an event came (the log is a new list then).
+            if self._events_text[0] is not state.events:
+                self._events_text = (state.events, _Encoded(_encode(state.events)))
+            data["events"] = self._events_text[1]
         lines_of: dict[str, dict[str, str]] = {}
         remembered: dict[str, dict[str, tuple[Any, str]]] = {}
         for section, _ in _SECTIONS:
@@ -693,6 +709,9 @@ class JsonFileStore(Store):
             result = change(tx)
             if tx.changed():
                 state.hold_until, state.hold_key = tx.hold_until, tx.hold_key
+                made = tx.made_events(now)
+                if made:
+                    state.events = logged(state.events, made)
                 self._save(state, self._cache_raw)
             return result
 
@@ -745,8 +764,15 @@ class JsonFileStore(Store):
         with self._locked():
             old = self._load(now)
             # Budgets count money spent, which forgetting key state does not give back.
-            fresh = State(month=month_of(now), rings=old.rings, tallies=old.tallies)
+            fresh = State(
+                month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
+            )
             self._save(fresh, self._cache_raw)
+
+    def events(self, limit: int = 50) -> list[Event]:
+        found = self._current()
+        stored = found[1].events[-limit:] if found is not None and limit > 0 else []
+        return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
 
     # -- the shared cache, in the same file ------------------------------------------------
 

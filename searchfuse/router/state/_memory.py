@@ -6,7 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from searchfuse.router.state._base import Changes, Store, TxState
+from searchfuse.router.state._base import Changes, Store, TxState, logged
+from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import State, copied
 
@@ -53,6 +54,7 @@ class MemoryStore(Store):
                 accounts={n: copied(a) for n, a in state.accounts.items()},
                 hold_until=state.hold_until,
                 hold_key=state.hold_key,
+                events=state.events,  # never changed in place
             )
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
@@ -61,6 +63,9 @@ class MemoryStore(Store):
             tx = TxState.over(state)
             result = change(tx)
             state.hold_until, state.hold_key = tx.hold_until, tx.hold_key
+            made = tx.made_events(now)
+            if made:
+                state.events = logged(state.events, made)
             touched = [f"k:{fp}" for fp in tx.changed_keys()]
             touched += [f"a:{name}" for name in tx.changed_accounts()]
             if touched or tx.hold_changed():
@@ -91,11 +96,18 @@ class MemoryStore(Store):
     def clear(self, now: float) -> None:
         with self._lock:
             # Budgets count money spent, which forgetting key state does not give back.
+            # Nor does it undo what happened: the event log stays.
+            old = self._state
             self._state = State(
-                month=month_of(now), rings=self._state.rings, tallies=self._state.tallies
+                month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
             )
             self._revs.clear()
             self._epoch += 1
+
+    def events(self, limit: int = 50) -> list[Event]:
+        with self._lock:
+            stored = self._state.events[-limit:] if limit > 0 else []
+        return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
 
     # -- the shared cache (shared by this process's guards only) ---------------------------
 

@@ -101,4 +101,5 @@ def rolled(state: State, month: str, now: float) -> State:
         hold_key=state.hold_key if held else None,
         rings=state.rings,
         tallies=state.tallies,
+        events=state.events,
     )

@@ -13,10 +13,13 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from searchfuse.router.state._budgets import Tally
 from searchfuse.router.state._ring import Ring
+
+if TYPE_CHECKING:
+    from searchfuse.router.state._events import Event
 
 __all__ = [
     "CHARGED_ACCOUNT_FIELDS",
@@ -227,6 +230,11 @@ class State:
     rings: dict[str, Ring] = field(default_factory=dict)
     #: Budget tallies by name (see `state/_budgets.py`); they carry their own period.
     tallies: dict[str, Tally] = field(default_factory=dict)
+    #: The event log in its stored form, oldest first, for stores that keep it with
+    #: the state (memory, the JSON file; see `state/_events.py`).
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: Events a transaction noted (`note`), written with its change.
+    noted: list[Event] = field(default_factory=list, repr=False, compare=False)
 
     def hold_left(self, now: float) -> float:
         """Seconds the router-wide rate-limit hold still runs (0.0 when none)."""
@@ -271,6 +279,10 @@ class State:
         self.tallies[name] = tally
 
     # -- changes ---------------------------------------------------------------------
+
+    def note(self, event: Event) -> None:
+        """Keep `event` in the store's event log, written with this transaction."""
+        self.noted.append(event)
 
     def hold(self, fp: str, until: float) -> None:
         """Hold the whole router until `until` (extends, never shortens, a running hold)."""

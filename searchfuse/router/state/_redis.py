@@ -29,6 +29,7 @@ from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._budgets import Tally, period_end
 from searchfuse.router.state._codec import tally_from_fields
+from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._month import month_of, rolled_key, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
@@ -347,6 +348,10 @@ class RedisStore(Store):
         return f"{self.ns}:epoch"
 
     @property
+    def _events(self) -> str:
+        return f"{self.ns}:events"
+
+    @property
     def _revs(self) -> str:
         return f"{self.ns}:revs"
 
@@ -426,11 +431,17 @@ class RedisStore(Store):
                     result = change(tx)
                     keys = tx.changed_keys()
                     accounts = tx.changed_accounts()
-                    if not (keys or accounts or tx.hold_changed() or tx.pending):
+                    made = tx.made_events(now, keys)
+                    if not (keys or accounts or tx.hold_changed() or tx.pending or made):
                         pipe.unwatch()
                         return result
                     pipe.multi()
                     self._write(pipe, tx, keys, accounts, now, month)
+                    if made:
+                        # In the same MULTI: the log shows what the transaction wrote.
+                        encoded = [json.dumps(event_to_fields(e)) for e in made]
+                        pipe.lpush(self._events, *encoded)
+                        pipe.ltrim(self._events, 0, MAX_EVENTS - 1)
                     pipe.execute()
                     return result
                 except self._redis.WatchError:
@@ -575,6 +586,20 @@ class RedisStore(Store):
 
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
+
+    def events(self, limit: int = 50) -> list[Event]:
+        if limit <= 0:
+            return []
+        rows = self._call(self.client.lrange, self._events, 0, limit - 1)
+        found = []
+        for row in rows:
+            try:
+                event = event_from_fields(json.loads(row))
+            except (ValueError, TypeError, RecursionError):
+                event = None
+            if event is not None:
+                found.append(event)
+        return found
 
     def clear(self, now: float) -> None:
         self._call(self._roll, month_of(now), now, everything=True)

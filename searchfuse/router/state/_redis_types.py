@@ -24,6 +24,7 @@ FIXED = {
     "hold": "hash",
     "revs": "zset",
     "cache": "zset",
+    "events": "list",
 }
 #: Families of keys by prefix (after the namespace and a colon).
 FAMILIES = {"k:": "hash", "a:": "hash", "ring:": "hash", "c:": "string"}

@@ -29,6 +29,7 @@ from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._codec import looks_like_state, state_from_json, tally_from_fields
+from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire, search_log
 from searchfuse.router.state._month import month_of, rolled_key, rollover
 from searchfuse.router.state._paths import check_path, not_state
@@ -72,6 +73,15 @@ def _columns(spec: dict[str, str]) -> str:
 
 #: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
 _TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
+#: The event log (`state/_events.py`), the newest `MAX_EVENTS` rows; made in older
+#: databases on open.
+_EVENTS = (
+    "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, time REAL, kind TEXT, "
+    "provider TEXT, fingerprint TEXT, retry_after REAL, until REAL, detail TEXT)"
+)
+# The text last: a number's bytes after a masked key in the file would read as its tail.
+_EVENT_COLS = ("time", "kind", "provider", "fingerprint", "retry_after", "until", "detail")
+_INSERT_EVENT = f"INSERT INTO events ({', '.join(_EVENT_COLS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _KEY_COLS = tuple(KEY_FIELDS)
 _ACCOUNT_COLS = tuple(ACCOUNT_FIELDS)
 _SCHEMA = f"""
@@ -95,7 +105,8 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
     PRIMARY KEY (name, slot)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
-{_TALLIES}
+{_TALLIES};
+{_EVENTS}
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
 _SELECT_ACCOUNT = f"SELECT {', '.join(_ACCOUNT_COLS)} FROM accounts WHERE name = ?"
@@ -301,6 +312,16 @@ def _ring_sized(conn: sqlite3.Connection, name: str, size: int, now: float) -> R
         (name, ring.size, ring.seq),
     )
     return ring
+
+
+def _log_events(conn: sqlite3.Connection, events: list[Event]) -> None:
+    """Add `events` to the log, inside the transaction that made them; the oldest go."""
+    rows = []
+    for event in events:
+        fields = event_to_fields(event)
+        rows.append(tuple(fields.get(c) for c in _EVENT_COLS))
+    conn.executemany(_INSERT_EVENT, rows)
+    conn.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (MAX_EVENTS,))
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -674,6 +695,8 @@ class SqliteStore(Store):
                     )
                 if "tallies" not in tables:
                     conn.execute(_TALLIES)
+                if "events" not in tables:
+                    conn.execute(_EVENTS)
                 return
         try:
             for statement in _SCHEMA.split(";"):
@@ -918,6 +941,9 @@ class SqliteStore(Store):
                     "UPDATE searchfuse_meta SET hold_until = ?, hold_key = ?, seq = ?",
                     (tx.hold_until, tx.hold_key, rev),
                 )
+            made = tx.made_events(now, keys)
+            if made:
+                _log_events(conn, made)
         except sqlite3.Error as exc:
             _rollback(conn)
             raise self._error(exc) from None
@@ -1076,6 +1102,18 @@ class SqliteStore(Store):
 
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
+
+    def events(self, limit: int = 50) -> list[Event]:
+        if limit <= 0:
+            return []
+        try:
+            rows = self._conn().execute(
+                f"SELECT {', '.join(_EVENT_COLS)} FROM events ORDER BY id DESC LIMIT ?", (limit,)
+            )
+            found = [event_from_fields(dict(zip(_EVENT_COLS, row, strict=True))) for row in rows]
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return [e for e in found if e is not None]
 
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
