@@ -545,7 +545,7 @@ def test_legacy_commands_work_from_the_installed_package(
 
     def run_front(front: list[str], home: Path) -> list[Any]:
         """The legacy commands in order, with their own state directory."""
-        home.mkdir()
+        (home / "state").mkdir(parents=True)
         outputs = []
         for argv in LEGACY:
             proc = subprocess.run(
@@ -554,10 +554,15 @@ def test_legacy_commands_work_from_the_installed_package(
                 text=True,
                 timeout=60,
                 check=False,
-                env={**env, "XDG_STATE_HOME": str(home / "xdg-state")},
+                # Each front its own state: the plugin's SEARCHFUSE_STATE would be shared.
+                env={
+                    **env,
+                    "XDG_STATE_HOME": str(home / "xdg-state"),
+                    "SEARCHFUSE_STATE": str(home / "state" / "searchfuse.db"),
+                },
                 cwd=home,
             )
-            assert proc.returncode == 0, (front, argv, proc.stderr)
+            assert proc.returncode == 0, (front, argv, proc.stdout, proc.stderr)
             assert K1 not in proc.stdout + proc.stderr
             outputs.append(json.loads(proc.stdout))
         return outputs
