@@ -23,7 +23,7 @@ import math
 import signal
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -91,11 +91,15 @@ def check_listen(host: str, port: int, option: str = "--port") -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                problem = f"port {port} on {host} is already in use; choose another: {option} PORT"
-            else:
-                problem = f"cannot listen on {host}:{port} ({exc.strerror or exc})"
-            raise StartRefused(problem) from None
+            raise _bind_refused(exc, host, port, option) from None
+
+
+def _bind_refused(exc: OSError, host: str, port: int, option: str) -> StartRefused:
+    if exc.errno == errno.EADDRINUSE:
+        return StartRefused(
+            f"port {port} on {host} is already in use; choose another: {option} PORT"
+        )
+    return StartRefused(f"cannot listen on {host}:{port} ({exc.strerror or exc})")
 
 
 # -- client tokens ---------------------------------------------------------------------
@@ -215,7 +219,9 @@ def bearer_token(authorization: str | None) -> str | None:
 # -- running ---------------------------------------------------------------------------
 
 
-def _config(app: Any, host: str, port: int, shutdown_timeout: float) -> uvicorn.Config:
+def _config(
+    app: Any, host: str, port: int, shutdown_timeout: float, *, lifespan: bool = False
+) -> uvicorn.Config:
     import uvicorn
 
     return uvicorn.Config(
@@ -226,7 +232,7 @@ def _config(app: Any, host: str, port: int, shutdown_timeout: float) -> uvicorn.
         # the logging set-up of whoever runs it.
         access_log=False,
         log_config=None,
-        lifespan="off",
+        lifespan="on" if lifespan else "off",
         server_header=False,
         timeout_graceful_shutdown=math.ceil(shutdown_timeout),
     )
@@ -256,20 +262,63 @@ def _server(config: uvicorn.Config) -> uvicorn.Server:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def run(app: Any, host: str, port: int, *, shutdown_timeout: float) -> None:
+def run(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    shutdown_timeout: float,
+    ready: Callable[[str], None] | None = None,
+    option: str = "--port",
+    lifespan: bool = False,
+) -> None:
     """Serve `app` until SIGTERM or Ctrl-C, then let requests in flight finish.
 
     Requests still running `shutdown_timeout` seconds after the signal are
     cancelled. Raises [`StartRefused`][] when the port cannot be bound.
+    `ready` is called with the base URL once the port listens: a client that
+    connects after it is queued, never refused. `option` names the option that
+    sets the port in a refusal; `lifespan` runs the app's startup and shutdown.
     """
-    server = _server(_config(app, host, port, shutdown_timeout))
-    try:
-        server.run()
-    except SystemExit as exc:
-        # uvicorn exits (code 1 or 3) when it cannot bind after all.
-        raise StartRefused(f"cannot serve on {host}:{port} (uvicorn exited {exc.code})") from None
+    with _listening(host, port, option) as (sock, bound):
+        server = _server(_config(app, host, bound, shutdown_timeout, lifespan=lifespan))
+        if ready is not None:
+            ready(_base_url(host, bound))
+        try:
+            server.run(sockets=[sock])
+        except SystemExit as exc:
+            # uvicorn exits (code 1 or 3) when it cannot serve after all.
+            raise StartRefused(
+                f"cannot serve on {host}:{bound} (uvicorn exited {exc.code})"
+            ) from None
     if not server.started:
-        raise StartRefused(f"cannot serve on {host}:{port}")
+        raise StartRefused(f"cannot serve on {host}:{bound}")
+
+
+def _base_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+@contextmanager
+def _listening(host: str, port: int, option: str) -> Iterator[tuple[socket.socket, int]]:
+    """A socket bound to `host`:`port` and listening (connections queue until served)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise StartRefused(f"cannot listen on host {host!r}: it does not resolve ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+            sock.listen(2048)
+        except OSError as exc:
+            raise _bind_refused(exc, host, port, option) from None
+        yield sock, sock.getsockname()[1]
+    finally:
+        sock.close()
 
 
 @contextmanager
@@ -281,10 +330,7 @@ def running(
     For tests and for programs that embed a server; `port=0` picks a free
     port. Leaving the block stops the server gracefully.
     """
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        bound = sock.getsockname()[1]
+    with _listening(host, port, "--port") as (sock, bound):
         server = _server(_config(app, host, bound, shutdown_timeout))
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name=f"searchfuse-serve-{bound}"
@@ -296,8 +342,7 @@ def running(
                 if not thread.is_alive():
                     raise StartRefused(f"the server on {host}:{bound} did not start")
                 thread.join(0.005)
-            shown = f"[{host}]" if ":" in host else host
-            yield f"http://{shown}:{bound}"
+            yield _base_url(host, bound)
         finally:
             server.should_exit = True
             thread.join(shutdown_timeout + 5.0)

@@ -17,9 +17,7 @@ Budgets per conversation count each MCP session as one conversation (see
 
 from __future__ import annotations
 
-import errno
 import logging
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from searchfuse._secrets import redact
+from searchfuse._serving import StartRefused, run
 from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard
 from searchfuse.integrations._names import ObjectNames
@@ -175,7 +174,7 @@ def serve(
 
     `http_port=None` speaks MCP over stdin/stdout; a port serves streamable
     HTTP at `http://HOST:PORT/mcp`, and `ready` is called with that address
-    once the port is known to be free. The router is closed at the end.
+    once the port listens. The router is closed at the end.
     """
     if router is None:
         router = Router.from_env()
@@ -191,44 +190,24 @@ def serve(
         if http_port is None:
             anyio.run(_stdio, server)
             return
-        check_listen(host, http_port)
-        shown = f"[{host}]" if ":" in host else host
-        if ready is not None:
-            ready(f"http://{shown}:{http_port}/mcp")
         quiet = _ClientWentAway()
         logging.getLogger("mcp.server.streamable_http").addFilter(quiet)
         try:
-            server.run("streamable-http")
-        except SystemExit as exc:
-            # uvicorn exits (code 3) when it cannot bind after all.
-            problem = f"cannot serve HTTP on {host}:{http_port} (uvicorn exited {exc.code})"
-            raise OSError(problem) from None
+            run(
+                server.streamable_http_app(),
+                host,
+                http_port,
+                shutdown_timeout=5.0,
+                ready=None if ready is None else (lambda url: ready(f"{url}/mcp")),
+                option="--http",
+                lifespan=True,
+            )
+        except StartRefused as exc:
+            raise OSError(str(exc)) from None
         finally:
             logging.getLogger("mcp.server.streamable_http").removeFilter(quiet)
     finally:
         router.close()
-
-
-def check_listen(host: str, port: int) -> None:
-    """Raise `OSError` naming `host` and `port` when the server could not listen there.
-
-    Checked before uvicorn starts, whose own answer is a log line and exit code 3.
-    """
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise OSError(f"cannot listen on host {host!r}: it does not resolve ({exc})") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                problem = f"port {port} on {host} is already in use; choose another: --http PORT"
-            else:
-                problem = f"cannot listen on {host}:{port} ({exc.strerror or exc})"
-            raise OSError(exc.errno, problem) from None
 
 
 def _first_line(exc: BaseException) -> str:
