@@ -14,6 +14,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from searchfuse._spend import spend_scope
+
 __all__ = ["MAX_ID_LENGTH", "BadHeader", "Caller", "caller_of", "spend_scope_for"]
 
 SESSION_HEADER = "x-session-id"
@@ -72,12 +74,9 @@ def caller_of(headers: Mapping[str, str], client: str | None) -> Caller:
 def spend_scope_for(caller: Caller) -> contextlib.AbstractContextManager[Any]:
     """The spend scope a request runs in: `spend_scope(user=, conversation=)` for the caller.
 
-    Budgets per user or conversation count what runs inside it. While
-    searchfuse has no `spend_scope`, nothing is scoped.
+    Budgets per user count `X-Human-Id` (else the client token's name); budgets
+    per conversation count `X-Session-Id`. A caller naming neither runs unscoped.
     """
-    import searchfuse
-
-    scope = getattr(searchfuse, "spend_scope", None)
-    if scope is None or (caller.user is None and caller.conversation is None):
+    if caller.user is None and caller.conversation is None:
         return contextlib.nullcontext()
-    return scope(user=caller.user, conversation=caller.conversation)  # type: ignore[no-any-return]
+    return spend_scope(user=caller.user, conversation=caller.conversation)

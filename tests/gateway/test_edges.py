@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-import searchfuse
+from searchfuse.gateway import _identity
 from searchfuse.testing import TEST_KEYS
 
 from .conftest import ALICE, BOB, Gateway
@@ -227,7 +227,7 @@ def test_a_pool_key_echoed_by_upstream_reaches_the_client_masked(
 
 @contextmanager
 def recorded_spend_scopes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
-    """A stand-in `searchfuse.spend_scope` that records each scope it is asked for."""
+    """A stand-in for the gateway's `spend_scope` that records each scope it is asked for."""
     scopes: list[dict[str, Any]] = []
 
     @contextmanager
@@ -235,7 +235,7 @@ def recorded_spend_scopes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict
         scopes.append(names)
         yield
 
-    monkeypatch.setattr(searchfuse, "spend_scope", spend_scope, raising=False)
+    monkeypatch.setattr(_identity, "spend_scope", spend_scope)
     yield scopes
 
 
