@@ -1,18 +1,17 @@
 """The ledger: the only code that reads or writes the router's store.
 
-Every decision that must hold across threads, processes and hosts is one
-store transaction here: the grant (hold, key state, a pacing slot, the search
-counted in advance), the settlement of a served answer, the refund of one that
-was not, the reaction to a failure (park and hold), and the `/usage` claims.
+Every decision that must hold across threads, processes and hosts is one store transaction
+here: the grant (hold, key state, a pacing slot, the search counted in advance), the settlement
+of a served answer, the refund of one that was not, the reaction to a failure (park and hold),
+and the `/usage` claims; budget tallies are read here too.
 
-The view and its shortcut. Searches pick keys from a *view*: the store's
-state as of the last look, kept up to date from what changed since (one
-indexed query for SQLite, none when nothing changed). The invariant: the
-view may be stale, but nothing is ever sent on it alone, because every send
-is granted by a transaction that reads the rows it decides on. So a burst
-staying on its key may skip even the look when the last grant found the
-store unchanged by anyone else since this router's own writes
-(`Grant.fresh`); every write of this router's own clears that trust.
+The view and its shortcut. Searches pick keys from a *view*: the store's state as of the last
+look, kept up to date from what changed since (one indexed query for SQLite, none when nothing
+changed). The invariant: the view may be stale, but nothing is ever sent on it alone, because
+every send is granted by a transaction that reads the rows it decides on. So a burst staying on
+its key may skip even the look when the last grant found the store unchanged by anyone else
+since this router's own writes (`Grant.fresh`); every write of this router's own clears that
+trust.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from searchfuse.router import policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import pace_window
-from searchfuse.router._spend import Line, Spent, give_back, settlement
+from searchfuse.router._spend import Line, Spent, Tally, give_back, settlement
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
@@ -374,6 +373,10 @@ class Ledger:
         known = self.keys if keys is None else keys
         shown = {e.fingerprint: e.masked for e in known}, {e.fingerprint: e.provider for e in known}
         return [e.shown(*shown) for e in self.store.events(limit)]
+
+    def tallies(self, prefix: str) -> dict[str, Tally]:
+        """The live budget tallies named `prefix...`, read without a transaction."""
+        return self.store.tallies(self.now(), prefix)
 
     def note(self, kind: str, provider: str, detail: str) -> None:
         """Log an event of `provider` (a move down the chain) in a transaction of its own."""

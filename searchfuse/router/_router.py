@@ -17,7 +17,7 @@ from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _chainview, _deadline
+from searchfuse.router import _admin, _chain, _chainview, _deadline, _spend
 from searchfuse.router._call import call_flow
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
@@ -29,7 +29,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
-from searchfuse.router._spend import Spend
+from searchfuse.router._spend import BudgetStatus, Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -335,6 +335,15 @@ class Router:
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
+
+    def budgets(
+        self, *, user: str | None = None, conversation: str | None = None
+    ) -> list[BudgetStatus]:
+        """Every budget's use as the store has it now (every process sharing it counted):
+        the router's, and `user`'s and `conversation`'s (default: the running
+        `spend_scope`'s); a per-spender budget with none named is summarised."""
+        scope = _spend.scope_for(user, conversation)
+        return self._core.spend.overview(self._core.ledger.tallies, scope, self.now())
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the store's log, newest first: 429s, cooldowns set

@@ -14,20 +14,33 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from searchfuse._spend import Budget, SpendScope, current_spend
+from searchfuse._spend import Budget, SpendScope, current_spend, spend_scope
 from searchfuse.errors import BudgetExhausted
 from searchfuse.providers._prices import check_prices, price_of, stated_usd
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import Grant, State
-from searchfuse.router.state._budgets import Line, adjust, period_of, used
+from searchfuse.router.state._budgets import Line, Tally, adjust, period_of
 
-__all__ = ["NOTHING", "Line", "Spend", "Spent", "check_budgets", "give_back", "settlement"]
+__all__ = [
+    "NOTHING",
+    "BudgetStatus",
+    "Line",
+    "Spend",
+    "Spent",
+    "Tally",
+    "check_budgets",
+    "give_back",
+    "settlement",
+]
 
 #: Spender ids longer than this are kept as a prefix and a hash.
 _MAX_SHOWN = 64
+#: A period's tally is kept a day past the period's end: a process whose clock is
+#: a little behind may still charge it.
+_PERIOD_GRACE = 86400.0
 
 
 def check_budgets(budgets: Iterable[Budget] | None) -> tuple[Budget, ...]:
@@ -126,6 +139,53 @@ def settlement(
     return both, settled
 
 
+#: Spenders a `BudgetStatus` names, the most spending first.
+TOP_SPENDERS = 3
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """One budget as the store has it now ([`Router.budgets`][searchfuse.Router.budgets]).
+
+    `used` and `left` are the router's (`per="router"`) or the named spender's;
+    for a `per="conversation"` or `"user"` budget with no spender named they are
+    `None`, and `spenders` (how many spent something this period), `exhausted`
+    (how many of them used it all) and `top` (the most spending, `(who, used)`)
+    summarise every spender. `resets_at` is when the period ends (epoch seconds).
+    """
+
+    budget: Budget
+    used: float | None = None
+    left: float | None = None
+    resets_at: float | None = None
+    who: str | None = None
+    spenders: int | None = None
+    exhausted: int | None = None
+    top: tuple[tuple[str, float], ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form `status --json` and the gateway's `/usage` show."""
+        b = self.budget
+        out: dict[str, Any] = {
+            "budget": b.describe(),
+            "per": b.per,
+            "unit": b.unit,
+            "period": b.period,
+            "limit": b.limit,
+            "used": self.used,
+            "left": self.left,
+            "resets_at": self.resets_at,
+        }
+        if b.per != "router":
+            out["who"] = self.who
+            out["spenders"] = self.spenders
+            out["exhausted"] = self.exhausted
+            out["top"] = [
+                {"who": who, "used": used, "left": _left(b, used)} for who, used in self.top
+            ]
+        return out
+
+
 class Spend:
     """One router's budgets and prices (see the module docstring)."""
 
@@ -156,7 +216,8 @@ class Spend:
                 continue  # a call outside any scope naming one is not counted here
             label, ends = period_of(b.period, now)
             name = f"{b.per}:{who}:{b.unit}:{b.period or ''}"
-            out.append(Line(i, name, label, float(b.limit), amounts[b.unit], ends))
+            line = Line(i, name, label, float(b.limit), amounts[b.unit], ends)
+            out.append(replace(line, keep_until=_keep_until(b, now, ends)))
         return out
 
     def plan(self, provider: str, kind: str, entry: KeyEntry, credits: float, now: float) -> Spent:
@@ -183,13 +244,51 @@ class Spend:
         """`result["searchfuse"]["budgets"]`: each counted budget's use, this call included."""
         return [_row(self.budgets[line.index], line.used) for line in lines]
 
-    def status(self, state: State, scope: SpendScope, now: float) -> list[dict[str, Any]]:
-        """Every budget that applies to `scope`, as the store has it now."""
-        zero = dict.fromkeys(("searches", "credits", "usd"), 0.0)
-        return [
-            _row(self.budgets[line.index], used(state, line.name, line.period))
-            for line in self._lines(scope, now, zero)
-        ]
+    def overview(
+        self, tallies: Callable[[str], Mapping[str, Tally]], scope: SpendScope, now: float
+    ) -> list[BudgetStatus]:
+        """Every budget as `tallies` (the store's, read by name prefix) has it at `now`:
+        the router's and `scope`'s spenders' use, and a summary of the others."""
+        out = []
+        for b in self.budgets:
+            label, ends = period_of(b.period, now)
+            tail = f":{b.unit}:{b.period or ''}"
+            found = {
+                name[len(b.per) + 1 : -len(tail)]: t.used
+                for name, t in tallies(f"{b.per}:").items()
+                if name.endswith(tail) and t.period == label
+            }
+            who = self._who(b, scope)
+            if who is not None:
+                spent = round(found.get(who, 0.0), 9)
+                named = None if b.per == "router" else who
+                out.append(BudgetStatus(b, spent, _left(b, spent), ends, named))
+                continue
+            top = sorted(found.items(), key=lambda item: (-item[1], item[0]))[:TOP_SPENDERS]
+            spent_all = sum(1 for v in found.values() if v >= b.limit - 1e-9)
+            shown = tuple((name, round(v, 9)) for name, v in top)
+            out.append(BudgetStatus(b, None, None, ends, None, len(found), spent_all, shown))
+        return out
+
+
+def _keep_until(budget: Budget, now: float, ends: float | None) -> float | None:
+    """When the tally a call charges (or is refused on) may be forgotten: a day after
+    its period ends, else `forget_after` from now; the router's one tally never."""
+    if ends is not None:
+        return ends + _PERIOD_GRACE
+    if budget.per == "router" or budget.forget_after is None:
+        return None
+    return now + budget.forget_after
+
+
+def scope_for(user: str | None, conversation: str | None) -> SpendScope:
+    """The running `spend_scope`, with `user` and `conversation` where given."""
+    with spend_scope(user=user, conversation=conversation) as scope:  # checks the ids
+        return scope
+
+
+def _left(budget: Budget, spent: float) -> float:
+    return max(0.0, round(budget.limit - spent, 9))
 
 
 def _row(budget: Budget, spent: float) -> dict[str, Any]:
