@@ -125,6 +125,27 @@ class Budget:
         every = {None: "", "day": " a day", "month": " a month"}[self.period]
         return f"{self.limit:g} {self.unit} per {self.per}{every}"
 
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """The budget `text` describes, in `describe`'s words: `"10 searches per
+        conversation"`, `"200 credits per router a day"`, `"20 usd per router a month"`
+        (what `SEARCHFUSE_BUDGETS` holds, comma-separated). `ValueError` says what
+        is wrong and how to write it."""
+        words = text.split()
+        period = None
+        if len(words) == 6 and words[4] == "a" and words[5] in _PERIODS:
+            period, words = words[5], words[:4]
+        if len(words) != 4 or words[2] != "per":
+            raise ValueError(
+                f"{text.strip()!r} is not a budget: write LIMIT UNIT per WHOSE [a day | a month], "
+                'such as "10 searches per conversation" or "200 credits per router a day"'
+            )
+        try:
+            limit = float(words[0])
+        except ValueError:
+            raise ValueError(f"{text.strip()!r}: the limit {words[0]!r} is not a number") from None
+        return cls(int(limit) if limit.is_integer() else limit, words[1], words[3], period)  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True)
 class SpendScope:

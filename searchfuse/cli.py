@@ -407,11 +407,31 @@ def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     router = make_router(args)
+    if args.budgets or args.user or args.conversation:
+        return _budgets_status(args, router)
     records = router.status()
     if args.json:
         _json([r.to_dict() for r in records])
     else:
         _out(format_status(records))
+        if router.budgets():
+            _out()
+            _budgets_status(args, router)
+    return EXIT_OK
+
+
+def _budgets_status(args: argparse.Namespace, router: Router) -> int:
+    """`status --budgets`: each budget's use (`SEARCHFUSE_BUDGETS`), every process counted."""
+    try:
+        rows = router.budgets(user=args.user, conversation=args.conversation)
+    except ValueError as exc:
+        raise UsageError(f"searchfuse status: error: {exc}") from None
+    if args.json:
+        _json([row.to_dict() for row in rows])
+    else:
+        now = router.now()
+        lines = [escape_controls(row.summary(now)) for row in rows] or ["no budgets set"]
+        _out("budgets\n" + "\n".join(f"  {line}" for line in lines))
     return EXIT_OK
 
 
@@ -807,6 +827,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
     json_flag(p)
+    p.add_argument(
+        "--budgets",
+        action="store_true",
+        help="show only the spend budgets (SEARCHFUSE_BUDGETS): used, limit and left",
+    )
+    p.add_argument("--user", metavar="ID", help="with budgets: this user's use")
+    p.add_argument("--conversation", metavar="ID", help="with budgets: this conversation's use")
     p = add(
         "test-keys", cmd_test_keys, "check every key with its free probe, one at a time (no search)"
     )

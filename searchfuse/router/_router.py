@@ -121,7 +121,9 @@ class Router:
     which provider was passed over and why.
         budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
             counted with each grant (see `spend_scope`); over one, a call raises
-            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
+            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent. Default:
+            those `SEARCHFUSE_BUDGETS` describes (`"10 searches per conversation,
+            200 credits per router a day"`), else none.
         prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
             prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
@@ -165,6 +167,8 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
+        if budgets is None:
+            budgets = _spend.budgets_from_env(environ)
         spend = Spend(budgets, prices)  # checked before anything is opened
         empty = fallback is not None and not keys
         self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)

@@ -17,20 +17,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from searchfuse._format import duration
 from searchfuse._spend import Budget, SpendScope, current_spend, spend_scope
-from searchfuse.errors import BudgetExhausted
+from searchfuse.errors import BudgetExhausted, ConfigError
 from searchfuse.providers._prices import check_prices, price_of, stated_usd
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import Grant, State
 from searchfuse.router.state._budgets import Line, Tally, adjust, period_of
 
 __all__ = [
+    "BUDGETS_VARIABLE",
     "NOTHING",
     "BudgetStatus",
     "Line",
     "Spend",
     "Spent",
     "Tally",
+    "budgets_from_env",
     "check_budgets",
     "give_back",
     "settlement",
@@ -63,6 +66,29 @@ def check_budgets(budgets: Iterable[Budget] | None) -> tuple[Budget, ...]:
                 '(write Budget(10, unit="searches", per="conversation"))'
             )
     return out
+
+
+#: Budgets for routers made without `budgets=`: `"10 searches per conversation, 200
+#: credits per router a day"` (see `Budget.parse`); how the CLI and the gateway get theirs.
+BUDGETS_VARIABLE = "SEARCHFUSE_BUDGETS"
+
+
+def budgets_from_env(environ: Mapping[str, str]) -> tuple[Budget, ...]:
+    """The budgets `SEARCHFUSE_BUDGETS` names (none when unset or blank)."""
+    out = []
+    for part in environ.get(BUDGETS_VARIABLE, "").replace(";", ",").split(","):
+        if part.strip():
+            try:
+                out.append(Budget.parse(part))
+            except ValueError as exc:
+                raise ConfigError(
+                    BUDGETS_VARIABLE,
+                    None,
+                    str(exc),
+                    'separate budgets with commas: "10 searches per conversation, '
+                    '20 usd per router a month"',
+                ) from None
+    return tuple(out)
 
 
 def _spender(text: str) -> str:
@@ -162,6 +188,23 @@ class BudgetStatus:
     spenders: int | None = None
     exhausted: int | None = None
     top: tuple[tuple[str, float], ...] = field(default=())
+
+    def summary(self, now: float) -> str:
+        """One line for people (`searchfuse status`): `"200 credits per router a day:
+        37 used, 163 left, resets in 5.2 h"`; `"10 searches per conversation: 4
+        conversations, 1 used all; most c-42 10, c-7 3"`."""
+        b = self.budget
+        head = b.describe() + (f" ({self.who})" if self.who else "")
+        if self.used is not None:
+            text = f"{head}: {self.used:g} used, {self.left or 0:g} left"
+        else:
+            many = "conversations" if b.per == "conversation" else "users"
+            text = f"{head}: {self.spenders or 0} {many} counted, {self.exhausted or 0} used all"
+            if self.top:
+                text += "; most " + ", ".join(f"{who} {used:g}" for who, used in self.top)
+        if self.resets_at is not None:
+            text += f", resets in {duration(self.resets_at - now)}"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `status --json` and the gateway's `/usage` show."""
