@@ -62,12 +62,14 @@ def environment(upstream_url: str, tmp_path: Path) -> dict[str, str]:
 class Process:
     """One `searchfuse gateway` process on a free loopback port."""
 
-    def __init__(self, upstream_url: str, tmp_path: Path, *options: str) -> None:
+    def __init__(
+        self, upstream_url: str, tmp_path: Path, *options: str, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "searchfuse", "gateway", "--port", str(self.port), *options],
-            env=environment(upstream_url, tmp_path),
+            env={**environment(upstream_url, tmp_path), **(env or {})},
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -103,8 +105,8 @@ def spawn(upstream: tuple[FakeTavily, str], tmp_path: Path) -> Iterator[Callable
     """`spawn(*options)` starts a gateway; every one still running is stopped at the end."""
     started: list[Process] = []
 
-    def start(*options: str) -> Process:
-        started.append(Process(upstream[1], tmp_path, *options))
+    def start(*options: str, env: dict[str, str] | None = None) -> Process:
+        started.append(Process(upstream[1], tmp_path, *options, env=env))
         return started[-1]
 
     yield start
@@ -146,6 +148,35 @@ def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
         assert "POST /search 200 served_by=tavily key=tvly-dev-…" in gateway.stderr
         for secret in (ALICE, BOB, *TEST_KEYS):
             assert secret not in gateway.stderr
+
+
+def test_two_gateways_share_searchfuse_budgets_and_serve_exactly_the_limit(
+    spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
+) -> None:
+    state = str(tmp_path / "shared.db")
+    budgets = {"SEARCHFUSE_BUDGETS": "5 searches per conversation, 7 searches per router"}
+    a = spawn("--state", state, "--cache", "off", env=budgets)
+    b = spawn("--state", state, "--cache", "off", env=budgets)
+    answers: list[int] = []
+
+    def ask(n: int) -> None:
+        url = (a if n % 2 else b).url
+        answers.append(search(url, f"question {n}", **{"X-Session-Id": "s-1"}).status_code)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(answers) == [200] * 5 + [432] * 7  # never six, whatever the race
+    assert len(fake.searches) == 5
+    assert search(a.url, "another conversation", **{"X-Session-Id": "s-2"}).status_code == 200
+    assert search(b.url, "and another", **{"X-Session-Id": "s-3"}).status_code == 200
+    refused = search(b.url, "the service's seven are spent", **{"X-Session-Id": "s-4"})
+    assert refused.status_code == 432
+    assert len(fake.searches) == 7
+    rows = httpx.get(f"{a.url}/usage", headers={**AUTH, "X-Session-Id": "s-1"}).json()
+    assert [(r["used"], r["left"]) for r in rows["searchfuse"]["budgets"]] == [(5, 0), (7, 0)]
 
 
 def test_sigterm_lets_the_request_in_flight_finish(
