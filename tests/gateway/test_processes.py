@@ -118,12 +118,13 @@ def search(url: str, query: str, **headers: str) -> httpx.Response:
     return httpx.post(f"{url}/search", json={"query": query}, headers={**AUTH, **headers})
 
 
-def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
+def test_two_gateways_on_one_sqlite_file_share_counts_budgets_cache_and_hold(
     spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
 ) -> None:
     state = str(tmp_path / "shared.db")
-    a = spawn("--state", state)
-    b = spawn("--state", state)
+    budgets = {"SEARCHFUSE_BUDGETS": "5 searches per conversation"}
+    a = spawn("--state", state, env=budgets)
+    b = spawn("--state", state, env=budgets)
     for n in range(6):
         answer = search((a if n % 2 else b).url, f"question {n}")
         assert answer.status_code == 200, answer.text
@@ -132,36 +133,12 @@ def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
     for gateway in (a, b):
         usage = httpx.get(f"{gateway.url}/usage", headers=AUTH).json()
         assert usage["key"]["usage"] == 6
-    # The shared cache: asked at one gateway, answered free at the other.
-    assert search(a.url, "the same question").headers["X-Searchfuse-Served-By"] == "tavily"
-    assert search(b.url, "The  same question").headers["X-Searchfuse-Served-By"] == "cache"
-    assert len(fake.searches) == 7
-    # The hold: a 429 at one gateway stops the other without a request.
-    fake.fail_next(429, retry_after=30, path="/search")
-    assert search(a.url, "rate limited").status_code == 429
-    held = search(b.url, "held elsewhere")
-    assert held.status_code == 429
-    assert 1 <= int(held.headers["Retry-After"]) <= 30
-    assert len(fake.searches) == 8
-    assert [a.stop(), b.stop()] == [0, 0]
-    for gateway in (a, b):
-        assert "POST /search 200 served_by=tavily key=tvly-dev-…" in gateway.stderr
-        for secret in (ALICE, BOB, *TEST_KEYS):
-            assert secret not in gateway.stderr
-
-
-def test_two_gateways_share_searchfuse_budgets_and_serve_exactly_the_limit(
-    spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
-) -> None:
-    state = str(tmp_path / "shared.db")
-    budgets = {"SEARCHFUSE_BUDGETS": "5 searches per conversation, 7 searches per router"}
-    a = spawn("--state", state, "--cache", "off", env=budgets)
-    b = spawn("--state", state, "--cache", "off", env=budgets)
+    # One conversation's budget, raced for at both gateways: exactly five served.
     answers: list[int] = []
 
     def ask(n: int) -> None:
         url = (a if n % 2 else b).url
-        answers.append(search(url, f"question {n}", **{"X-Session-Id": "s-1"}).status_code)
+        answers.append(search(url, f"raced {n}", **{"X-Session-Id": "s-1"}).status_code)
 
     threads = [threading.Thread(target=ask, args=(n,)) for n in range(12)]
     for thread in threads:
@@ -169,14 +146,25 @@ def test_two_gateways_share_searchfuse_budgets_and_serve_exactly_the_limit(
     for thread in threads:
         thread.join()
     assert sorted(answers) == [200] * 5 + [432] * 7  # never six, whatever the race
-    assert len(fake.searches) == 5
-    assert search(a.url, "another conversation", **{"X-Session-Id": "s-2"}).status_code == 200
-    assert search(b.url, "and another", **{"X-Session-Id": "s-3"}).status_code == 200
-    refused = search(b.url, "the service's seven are spent", **{"X-Session-Id": "s-4"})
-    assert refused.status_code == 432
-    assert len(fake.searches) == 7
-    rows = httpx.get(f"{a.url}/usage", headers={**AUTH, "X-Session-Id": "s-1"}).json()
-    assert [(r["used"], r["left"]) for r in rows["searchfuse"]["budgets"]] == [(5, 0), (7, 0)]
+    assert len(fake.searches) == 11
+    rows = httpx.get(f"{b.url}/usage", headers={**AUTH, "X-Session-Id": "s-1"}).json()
+    assert [(r["used"], r["left"]) for r in rows["searchfuse"]["budgets"]] == [(5, 0)]
+    # The shared cache: asked at one gateway, answered free at the other.
+    assert search(a.url, "the same question").headers["X-Searchfuse-Served-By"] == "tavily"
+    assert search(b.url, "The  same question").headers["X-Searchfuse-Served-By"] == "cache"
+    assert len(fake.searches) == 12
+    # The hold: a 429 at one gateway stops the other without a request.
+    fake.fail_next(429, retry_after=30, path="/search")
+    assert search(a.url, "rate limited").status_code == 429
+    held = search(b.url, "held elsewhere")
+    assert held.status_code == 429
+    assert 1 <= int(held.headers["Retry-After"]) <= 30
+    assert len(fake.searches) == 13
+    assert [a.stop(), b.stop()] == [0, 0]
+    for gateway in (a, b):
+        assert "POST /search 200 served_by=tavily key=tvly-dev-…" in gateway.stderr
+        for secret in (ALICE, BOB, *TEST_KEYS):
+            assert secret not in gateway.stderr
 
 
 def test_sigterm_lets_the_request_in_flight_finish(

@@ -78,6 +78,29 @@ def test_a_conversation_that_keeps_searching_never_gets_a_new_budget(
     assert (report.used, report.left) == (3, 0)
 
 
+def test_a_conversation_refused_by_another_budget_is_still_active(
+    make: Make, clock: FakeClock
+) -> None:
+    fake, router = make(
+        budgets=[
+            Budget(3, per="conversation", forget_after=HOUR),
+            Budget(2, per="router", period="day"),
+        ]
+    )
+    with spend_scope(conversation="long"):
+        router.search("one")
+        router.search("two")  # the service's two for today
+        for _ in range(23):  # refused by the service's budget, every half hour till 23:30
+            clock.advance(HOUR / 2)
+            with pytest.raises(BudgetExhausted, match="this search service"):
+                router.search("more")
+        clock.advance(HOUR * 0.6)  # past UTC midnight: the service has two again
+        router.search("three")  # the conversation's third
+        with pytest.raises(BudgetExhausted, match="this conversation"):
+            router.search("four")
+    assert len(fake.searches) == 3
+
+
 def test_a_periods_tally_goes_a_day_after_the_period(make: Make, clock: FakeClock) -> None:
     _, router = make(budgets=[Budget(5, per="user", period="day")])
     for n in range(10):

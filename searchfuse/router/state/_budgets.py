@@ -146,19 +146,26 @@ def _kept(line: Line, tally: Tally | None) -> float | None:
 def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line | None:
     """The first line this call would take over its limit, with what is used; else `None`.
 
-    A refused spender is still active: its tally's expiry moves on as a charge's
-    would, so a conversation that keeps asking is never forgotten into a new budget.
+    A refused spender is still active: the expiry of each of its tallies moves on
+    as a charge's would, so a conversation that keeps asking is never forgotten
+    into a new budget (whichever budget refused it).
     """
     for line in lines:
         spent = used(state, line.name, line.period, now)
         if spent + line.amount > line.limit + _SLACK:
-            tally = state.tally(line.name)
-            if tally is not None and tally.live(line.period, now):
-                kept = _kept(line, tally)
-                if kept != tally.expires:
-                    state.set_tally(line.name, replace(tally, expires=kept))
+            _touch(state, lines, now)
             return replace(line, used=spent)
     return None
+
+
+def _touch(state: State, lines: Sequence[Line], now: float | None) -> None:
+    """Move on the expiry of every live tally of `lines` (a refused call's)."""
+    for line in lines:
+        tally = state.tally(line.name)
+        if tally is not None and tally.live(line.period, now):
+            kept = _kept(line, tally)
+            if kept != tally.expires:
+                state.set_tally(line.name, replace(tally, expires=kept))
 
 
 def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tuple[Line, ...]:
