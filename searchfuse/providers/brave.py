@@ -34,8 +34,8 @@ from searchfuse._answers import Outcome
 from searchfuse.errors import BadRequest
 from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
 from searchfuse.providers._common import (
-    SEARCH,
     Params,
+    Searcher,
     classify,
     entries,
     result,
@@ -83,7 +83,7 @@ def _windows(policy: str | None, count: int) -> list[float]:
     return [1.0, MONTH][:count] if count <= 2 else []
 
 
-class Brave:
+class Brave(Searcher):
     """Brave Search as the router drives it: `X-Subscription-Token`, `GET` queries.
 
     Args:
@@ -94,16 +94,10 @@ class Brave:
     title = "Brave"
     default_base_url = DEFAULT_BASE_URL
     base_url_env = "BRAVE_BASE_URL"
-    endpoints: tuple[str, ...] = (SEARCH,)
-    probe_rate: Rate | None = None
     unit = "requests"
-    key_is_url = False
 
     def __init__(self, *, rate: Rate = DEFAULT_RATE) -> None:
         self._rate = rate
-
-    def __repr__(self) -> str:
-        return "Brave()"
 
     def headers(self, key: str) -> dict[str, str]:
         """`X-Subscription-Token: <key>`: never the key in the URL."""
@@ -202,18 +196,6 @@ class Brave:
     def cost(self, endpoint: str, body: Mapping[str, Any], data: dict[str, Any] | None) -> float:
         """One request: Brave bills per request, whatever the count."""
         return 1.0
-
-    def rate(self, key: str) -> Rate:
-        """One request a second until Brave's headers say the plan's pace."""
-        return self._rate
-
-    def probe(self) -> Request | None:
-        """None: every Brave request is a search (its headers are the free figures)."""
-        return None
-
-    def figures(self, answer: Answer) -> Figures | None:
-        """Nothing: there is no probe to read."""
-        return None
 
 
 #: The Brave provider with Brave's published figures.

@@ -247,7 +247,7 @@ def build(
     cores: list[Core] = []
     for i, name in enumerate(names):
         try:
-            provider = registry.provider(name)
+            provider = registry.lookup(name)
         except LookupError as exc:
             raise ConfigError(
                 config.source, "providers", str(exc), f'remove "{name}" and its keys'
