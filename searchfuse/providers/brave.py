@@ -15,11 +15,15 @@ the answer is 429).
 How searchfuse reads them: the per-second figures set the key's pace and the
 month's figures its quota (`observe`); a month remaining of 0 makes the key
 exhausted until the month's reset, without waiting for a 402 (the status
-Brave uses for a plan out of quota). Uncertain: the error body's shape
-(read as `{"error": {"detail", "code"}}`, else the raw text) and whether a
-429 carries `Retry-After` (read when sent, else the per-second reset).
-Brave offers no free request to check a key, but every answer's headers are
-free figures.
+Brave uses for a plan out of quota). Its error body is `{"type":
+"ErrorResponse", "error": {"status", "code", "detail", "meta"}}`; the code
+says what the status does not: an unknown key answers 422
+`SUBSCRIPTION_TOKEN_INVALID` (read as a rejected key, not a bad request),
+and a spent month's 429 carries `QUOTA_LIMITED`. Uncertain: whether a spent
+month answers 429 or 402 (both are read as out of quota) and whether a 429
+carries `Retry-After` (read when sent, else the per-second reset). Brave
+offers no free request to check a key, but every answer's headers are free
+figures.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ DEFAULT_RATE = Rate(1, 1.0)
 MAX_RESULTS = 20
 #: Brave's own status: 402 means the plan's quota is spent.
 STATUS = {402: Outcome.EXHAUSTED}
+#: Brave's error codes (`error.code`) that say more than their status: an unknown
+#: key is a 422, like a bad parameter; a spent month is a 429, like going too fast.
+CODES = {"SUBSCRIPTION_TOKEN_INVALID": Outcome.AUTH, "QUOTA_LIMITED": Outcome.EXHAUSTED}
 #: Tavily's `time_range` as Brave's `freshness`.
 FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 #: The month's window in seconds when `X-RateLimit-Policy` does not say.
@@ -73,6 +80,17 @@ def _figures(value: str | None) -> list[float]:
             return []
         numbers.append(float(part))
     return numbers
+
+
+def _code(answer: Answer) -> str | None:
+    """Brave's error code (`{"error": {"code": ...}}`), if the body has one."""
+    try:
+        data = answer.json()
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _windows(policy: str | None, count: int) -> list[float]:
@@ -143,14 +161,22 @@ class Brave(Searcher):
         return Request("GET", PATH, params=body)
 
     def classify(self, answer: Answer, now: float) -> Classified:
-        """Brave's reaction table: HTTP's meaning, 402 out of quota; a 429 with the
-        month's remainder at 0 is out of quota too, until the month resets."""
+        """Brave's reaction table: HTTP's meaning, 402 out of quota, then its error
+        codes (`CODES`: an unknown key answers 422); a 429 with the month's remainder
+        at 0 is out of quota too, until the month resets."""
         row = classify(answer, now, STATUS, ("error", "detail"), ("error", "code"), ("message",))
+        if row.outcome is Outcome.OK:
+            return row
+        coded = CODES.get(_code(answer) or "")
+        if coded is Outcome.AUTH:
+            return replace(row, outcome=coded, retry_after=None)
         if row.outcome is not Outcome.RATE_LIMITED:
             return row
         seen = self.observe(answer, now)
         if seen is not None and seen.exhausted_until is not None:
             return replace(row, outcome=Outcome.EXHAUSTED, retry_after=seen.exhausted_until - now)
+        if coded is Outcome.EXHAUSTED:
+            return replace(row, outcome=coded)
         if row.retry_after is None:
             reset = _figures(answer.headers.get("x-ratelimit-reset"))
             if reset:

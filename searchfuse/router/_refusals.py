@@ -110,4 +110,4 @@ def stopped(
             f"{provider.endpoints[0]})",
             f"set {source} to {provider.default_base_url}, or to the address of your proxy",
         )
-    return BadRequest(answer.detail, status=answer.status or 400)
+    return BadRequest(answer.detail, status=answer.status or 400, provider=provider.title)
