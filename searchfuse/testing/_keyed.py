@@ -182,6 +182,11 @@ class KeyedSimulator(Simulator):
             self._key(key).balance = balance
             self._key(key).spent = 0.0
 
+    def set_spent(self, key: str, spent: float) -> None:
+        """Set what `key` has spent of its balance (Brave: requests this month)."""
+        with self._lock:
+            self._key(key).spent = spent
+
     def spent(self, key: str) -> float:
         """What `key` has spent, in the provider's unit."""
         with self._lock:
