@@ -187,8 +187,7 @@ def test_searxng_without_json_output_says_how_to_fix_the_instance(
     fake_clock: FakeClock,
 ) -> None:
     fake = FakeSearXNG(clock=fake_clock, json_enabled=False)
-    with fake.serve() as url:
-        with pytest.raises(ConfigError) as raised:
-            Router({"searxng": [url]}, clock=fake_clock).search("q")
+    with fake.serve() as url, pytest.raises(ConfigError) as raised:
+        Router({"searxng": [url]}, clock=fake_clock).search("q")
     assert "search.formats" in str(raised.value) and "settings.yml" in str(raised.value)
     assert "it is not SearXNG's API" not in str(raised.value)

@@ -1,10 +1,8 @@
 """The chain's rules over real HTTP on loopback: what reached which provider, what the
 caller was told, and what was logged.
 
-The next provider here speaks Tavily's wire format under the name "exa", served by
-a second simulated Tavily: the rules are the chain's, not any provider's, and a
-provider that looks like the first one makes it plain that nothing in the router
-branches on a name.
+Tavily heads the chain and Exa follows, each answered by its own simulator
+(`FakeTavily`, `FakeExa`) on a loopback port.
 """
 
 from __future__ import annotations
@@ -23,34 +21,16 @@ import pytest
 
 from searchfuse import CooldownActive, RateLimited, Router, Throttled
 from searchfuse.errors import Unsupported
-from searchfuse.providers import _registry
-from searchfuse.providers.tavily import Tavily
-from searchfuse.testing import FakeClock, FakeTavily
+from searchfuse.testing import FakeClock, FakeExa, FakeTavily
 
 TAVILY_KEY = "tvly-dev-test0001"
 EXA_KEY = "0a1b2c3d-0000-4000-8000-00000000e5a1"
 
 
-class StandIn(Tavily):
-    """The next provider of these tests: Tavily's wire format, another name."""
-
-    name = "exa"
-    title = "Exa"
-    base_url_env = "EXA_BASE_URL"
-
-    def __repr__(self) -> str:
-        return "StandIn()"
-
-
-@pytest.fixture(autouse=True)
-def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_registry._loaded, "exa", StandIn())
-
-
 @pytest.fixture
-def servers(fake_clock: FakeClock) -> Iterator[tuple[FakeTavily, str, FakeTavily, str]]:
+def servers(fake_clock: FakeClock) -> Iterator[tuple[FakeTavily, str, FakeExa, str]]:
     first = FakeTavily(keys=[TAVILY_KEY], clock=fake_clock)
-    second = FakeTavily(keys=[EXA_KEY], clock=fake_clock)
+    second = FakeExa(keys=[EXA_KEY], clock=fake_clock)
     with first.serve() as first_url, second.serve() as second_url:
         yield first, first_url, second, second_url
 
@@ -206,13 +186,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from searchfuse import Router, SearchRefused
-    from searchfuse.providers import _registry
-    from searchfuse.providers.tavily import Tavily
 
-    class StandIn(Tavily):
-        name, title, base_url_env = "exa", "Exa", "EXA_BASE_URL"
-
-    _registry._loaded["exa"] = StandIn()
     first, second, state, on_429 = sys.argv[1:5]
     router = Router({{"tavily": [{tavily!r}], "exa": [{exa!r}]}}, base_url=first,
                     base_urls={{"exa": second}}, state=state, on_429=on_429)
@@ -230,7 +204,7 @@ def test_two_processes_sharing_sqlite_follow_the_rule_on_429(
 ) -> None:
     """One process meets the 429; another process, later, obeys the same rule."""
     first = FakeTavily(keys=[TAVILY_KEY], clock=time.time)
-    second = FakeTavily(keys=[EXA_KEY], clock=time.time)
+    second = FakeExa(keys=[EXA_KEY], clock=time.time)
     state = str(tmp_path / "state" / "searchfuse.db")
     with first.serve() as first_url, second.serve() as second_url:
         # 60 s is more than a call may wait: "retry" has nothing to spend, the limit is real.
@@ -286,49 +260,29 @@ def test_a_parameter_a_provider_cannot_honour_passes_it_over_for_that_call(
     assert raised.value.provider == "brave" or "brave" in str(raised.value).lower()
 
 
-def test_status_test_keys_and_diagnosis_speak_per_provider(fake_clock: FakeClock) -> None:
+def test_status_test_keys_and_diagnosis_speak_per_provider(
+    servers: Any, fake_clock: FakeClock
+) -> None:
     """Exa has no free probe: test_keys says so and sends nothing, unless told to spend."""
-    import httpx
-
-    from searchfuse.providers.exa import EXA
-
-    monkey = pytest.MonkeyPatch()
-    monkey.setitem(_registry._loaded, "exa", EXA)
-    tavily = FakeTavily(keys=[TAVILY_KEY], clock=fake_clock)
-    exa_seen: list[httpx.Request] = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        if request.url.host == "exa.test":
-            exa_seen.append(request)
-            return httpx.Response(200, json={"results": [], "costDollars": {"total": 0.005}})
-        return tavily.handle(request)
-
-    try:
-        router = Router(
-            {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]},
-            base_urls={"exa": "http://exa.test"},
-            transport=httpx.MockTransport(handle),
-            clock=fake_clock,
-        )
-        assert [(s.provider, s.key) for s in router.status()] == [
-            ("tavily", "tvly-dev-…0001"),
-            ("exa", "…e5a1"),
-        ]
-        probed = {r.provider: r for r in router.test_keys()}
-        assert probed["tavily"].ok and [r.path for r in tavily.requests] == ["/usage"]
-        assert probed["exa"].note == "not probed: a probe costs a search"
-        assert exa_seen == []
-        spent = {r.provider: r for r in router.test_keys(spend=True)}
-        assert spent["exa"].ok and len(exa_seen) == 1
-        assert exa_seen[0].headers["x-api-key"] == EXA_KEY
-        tavily.revoke(TAVILY_KEY)
-        fake_clock.advance(700)
-        diagnosis = router.diagnose(probe=True)
-        assert diagnosis.by_provider == {"tavily": "auth", "exa": "healthy"}
-        assert diagnosis.verdict == "healthy"
-        evidence = diagnosis.step("state").evidence
-        assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
-        text = str(diagnosis) + repr(diagnosis.to_dict())
-        assert TAVILY_KEY not in text and EXA_KEY not in text
-    finally:
-        monkey.undo()
+    tavily, _, exa, _ = servers
+    router = chain(servers, fake_clock)
+    assert [(s.provider, s.key) for s in router.status()] == [
+        ("tavily", "tvly-dev-…0001"),
+        ("exa", "…e5a1"),
+    ]
+    probed = {r.provider: r for r in router.test_keys()}
+    assert probed["tavily"].ok and [r.path for r in tavily.requests] == ["/usage"]
+    assert probed["exa"].note == "not probed: a probe costs a search"
+    assert exa.requests == []
+    spent = {r.provider: r for r in router.test_keys(spend=True)}
+    assert spent["exa"].ok and len(exa.searches) == 1
+    assert exa.searches[0].key_fingerprint == exa.fingerprint(EXA_KEY)
+    tavily.revoke(TAVILY_KEY)
+    fake_clock.advance(700)
+    diagnosis = router.diagnose(probe=True)
+    assert diagnosis.by_provider == {"tavily": "auth", "exa": "healthy"}
+    assert diagnosis.verdict == "healthy"
+    evidence = diagnosis.step("state").evidence
+    assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
+    text = str(diagnosis) + repr(diagnosis.to_dict())
+    assert TAVILY_KEY not in text and EXA_KEY not in text
