@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,7 @@ class Ledger:
         self,
         store: Store,
         keys: Sequence[KeyEntry],
-        rates: Mapping[str, Rate],
+        rates: MutableMapping[str, Rate],
         options: RouterOptions,
         scrub: Callable[[str], str],
         *,
