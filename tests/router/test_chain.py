@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from searchfuse import CooldownActive, RateLimited, Router, Throttled
+from searchfuse import CooldownActive, RateLimited, Router, Throttled, TurnLimitReached
 from searchfuse.errors import Unsupported
 from searchfuse.testing import FakeClock, FakeExa, FakeTavily
 
@@ -286,3 +286,27 @@ def test_status_test_keys_and_diagnosis_speak_per_provider(
     assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
     text = str(diagnosis) + repr(diagnosis.to_dict())
     assert TAVILY_KEY not in text and EXA_KEY not in text
+
+
+def test_the_guards_web_search_tool_is_served_over_the_chain(
+    servers: Any, fake_clock: FakeClock
+) -> None:
+    """`web_tool`: provider-neutral parameters, the guard's rules, the whole chain."""
+    from searchfuse import turn
+    from searchfuse.guard import tavily_tool, web_tool
+
+    first, _, second, _ = servers
+    first.revoke(TAVILY_KEY)
+    router = chain(servers, fake_clock)
+    web_search = web_tool(router, on_refusal="return", clock=fake_clock)
+    with turn(id="reply-1"):
+        result = web_search("zig comptime", max_results=2, topic="news", time_range="week")
+        refused = web_search("another search in the same reply")
+    assert not isinstance(result, str)
+    assert result["searchfuse"]["served_by"] == "exa" and len(result["results"]) == 2
+    assert refused == TurnLimitReached(1).message
+    (sent,) = second.searches
+    assert sent.body is not None and sent.body["category"] == "news"
+    assert "startPublishedDate" in sent.body
+    assert web_search.__name__ == "web_search"
+    assert tavily_tool(router).__name__ == "tavily_search"
