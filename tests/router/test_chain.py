@@ -310,3 +310,42 @@ def test_the_guards_web_search_tool_is_served_over_the_chain(
     assert "startPublishedDate" in sent.body
     assert web_search.__name__ == "web_search"
     assert tavily_tool(router).__name__ == "tavily_search"
+
+
+def test_a_move_down_is_named_once_per_fleet_sharing_a_store(
+    servers: Any, fake_clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two routers sharing SQLite (two processes of a fleet, each with its own memory of
+    the chain): the move down is one WARNING, the move back one INFO, for both."""
+    first = servers[0]
+    state = tmp_path / "state" / "searchfuse.db"
+    routers = [chain(servers, fake_clock, state=state) for _ in range(2)]
+    caplog.set_level(logging.INFO, "searchfuse")
+    first.fail_next(503, times=None, path="/search")
+    for i in range(20):
+        result = search(routers[i % 2], "sync", f"q{i}")
+        assert result["searchfuse"]["served_by"] == "exa"
+        assert result["searchfuse"]["degraded"]["from"] == "tavily"
+    first.clear_faults()
+    fake_clock.advance(3600)
+    for i in range(4):
+        assert search(routers[i % 2], "sync", f"back{i}")["searchfuse"]["served_by"] == "tavily"
+    moves = _moves(caplog)
+    assert [level for level, _ in moves] == [logging.WARNING, logging.INFO]
+    kinds = [e.kind for e in routers[1].events(200) if e.kind in ("passed_over", "serves_again")]
+    assert kinds == ["serves_again", "passed_over"]  # newest first, each once
+
+
+def test_a_new_reason_while_passed_over_is_not_a_new_move(
+    servers: Any, fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = servers[0]
+    router = chain(servers, fake_clock)
+    caplog.set_level(logging.INFO, "searchfuse")
+    first.fail_next(503, times=None, path="/search")
+    assert search(router, "sync", "a")["searchfuse"]["served_by"] == "exa"
+    first.clear_faults()
+    first.revoke(TAVILY_KEY)
+    fake_clock.advance(120)  # the breaker's pause is over; now the key is refused
+    assert search(router, "sync", "b")["searchfuse"]["degraded"]["reason"] == "auth"
+    assert [level for level, _ in _moves(caplog)] == [logging.WARNING]
