@@ -19,7 +19,7 @@ from searchfuse.guard.fuse import Fuse
 from searchfuse.guard.near import near_key, near_query
 
 if TYPE_CHECKING:
-    from searchfuse._tools import TavilyTool, tavily_tool
+    from searchfuse._tools import TavilyTool, WebTool, tavily_tool, web_tool
     from searchfuse.guard._wrapper import GuardedFunction
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
@@ -40,6 +40,7 @@ __all__ = [
     "TavilyTool",
     "Turn",
     "TurnBudget",
+    "WebTool",
     "current_turn_id",
     "guard",
     "guard_state",
@@ -50,6 +51,7 @@ __all__ = [
     "search_key",
     "tavily_tool",
     "turn",
+    "web_tool",
 ]
 
 
@@ -61,7 +63,7 @@ def __getattr__(name: str) -> Any:
         return GuardedFunction
     # The ready-made tool is built on the guard, not part of it (it knows
     # Tavily's parameters): it lives above the guard and loads on first use.
-    if name in ("TavilyTool", "tavily_tool"):
+    if name in ("TavilyTool", "WebTool", "tavily_tool", "web_tool"):
         from searchfuse import _tools
 
         return getattr(_tools, name)
