@@ -29,7 +29,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
-from searchfuse.router._spend import BudgetStatus, Spend
+from searchfuse.router._spend import Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -119,11 +119,9 @@ class Router:
     on a rate limit under `on_429="stop"`, after the retries under `"retry"`, past
     a provider no key of which can serve; each result's `searchfuse.degraded` says
     which provider was passed over and why.
-        budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
-            counted with each grant (see `spend_scope`); over one, a call raises
-            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent. Default:
-            those `SEARCHFUSE_BUDGETS` describes (`"10 searches per conversation,
-            200 credits per router a day"`), else none.
+        budgets: [`Budget`][searchfuse.Budget]s kept in the store (default: those
+            `SEARCHFUSE_BUDGETS` names), checked and counted with each grant (see `spend_scope`);
+            over one, a call raises [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
         prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
             prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
@@ -167,9 +165,7 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
-        if budgets is None:
-            budgets = _spend.budgets_from_env(environ)
-        spend = Spend(budgets, prices)  # checked before anything is opened
+        spend = Spend(budgets, prices, environ)  # checked before anything is opened
         empty = fallback is not None and not keys
         self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
@@ -340,14 +336,8 @@ class Router:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
 
-    def budgets(
-        self, *, user: str | None = None, conversation: str | None = None
-    ) -> list[BudgetStatus]:
-        """Every budget's use as the store has it now (every process sharing it counted):
-        the router's, and `user`'s and `conversation`'s (default: the running
-        `spend_scope`'s); a per-spender budget with none named is summarised."""
-        scope = _spend.scope_for(user, conversation)
-        return self._core.spend.overview(self._core.ledger.tallies, scope, self.now())
+    budgets = _spend.router_budgets
+    """`budgets(*, user=None, conversation=None) -> list[BudgetStatus]`: each budget's use."""
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the store's log, newest first: 429s, cooldowns set

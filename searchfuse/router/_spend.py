@@ -15,7 +15,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchfuse._format import duration
 from searchfuse._spend import Budget, SpendScope, current_spend, spend_scope
@@ -24,6 +24,9 @@ from searchfuse.providers._prices import check_prices, price_of, stated_usd
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import Grant, State
 from searchfuse.router.state._budgets import Line, Tally, adjust, period_of
+
+if TYPE_CHECKING:
+    from searchfuse.router._router import Router
 
 __all__ = [
     "BUDGETS_VARIABLE",
@@ -36,6 +39,7 @@ __all__ = [
     "budgets_from_env",
     "check_budgets",
     "give_back",
+    "router_budgets",
     "settlement",
 ]
 
@@ -236,8 +240,10 @@ class Spend:
         self,
         budgets: Iterable[Budget] | None,
         prices: Mapping[str, Any] | None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.budgets = check_budgets(budgets)
+        from_env = budgets is None and environ is not None
+        self.budgets = budgets_from_env(environ or {}) if from_env else check_budgets(budgets)
         self.prices = check_prices(prices)
 
     @property
@@ -324,10 +330,17 @@ def _keep_until(budget: Budget, now: float, ends: float | None) -> float | None:
     return now + budget.forget_after
 
 
-def scope_for(user: str | None, conversation: str | None) -> SpendScope:
-    """The running `spend_scope`, with `user` and `conversation` where given."""
+def router_budgets(
+    router: Router, *, user: str | None = None, conversation: str | None = None
+) -> list[BudgetStatus]:
+    """Every budget's use as the store has it now, every process sharing it counted:
+    the router's own, and `user`'s and `conversation`'s (default: the running
+    `spend_scope`'s); a `per="user"` or `"conversation"` budget with no spender named
+    is summarised (how many spent, how many used it all, who most). `Router.budgets`.
+    """
     with spend_scope(user=user, conversation=conversation) as scope:  # checks the ids
-        return scope
+        core = router._core
+        return core.spend.overview(core.ledger.tallies, scope, router.now())
 
 
 def _left(budget: Budget, spent: float) -> float:
