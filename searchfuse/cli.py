@@ -406,6 +406,8 @@ def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.watch or args.interval is not None:
+        return _watch_status(args)
     router = make_router(args)
     records = router.status()
     if args.json:
@@ -413,6 +415,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         _out(format_status(records))
     return EXIT_OK
+
+
+def _watch_status(args: argparse.Namespace) -> int:
+    """`status --watch`: the live view (searchfuse/_watch.py) until Ctrl-C."""
+    if not args.watch:
+        raise UsageError("searchfuse status: error: --interval only applies with --watch")
+    if args.json:
+        raise UsageError("searchfuse status: error: --watch draws a live view; leave out --json")
+    from searchfuse import _watch
+
+    args.interval = _watch.DEFAULT_INTERVAL if args.interval is None else args.interval
+    try:
+        return _watch.run(args, make_router)
+    except ImportError as exc:
+        raise UsageError(f"searchfuse status: error: {exc}") from None
 
 
 def cmd_test_keys(args: argparse.Namespace) -> int:
@@ -738,6 +755,19 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         raise UsageError(f"searchfuse gateway: error: {exc}") from None
 
 
+# -- searchfuse dashboard ----------------------------------------------------------------
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the read-only dashboard page until SIGTERM or Ctrl-C."""
+    from searchfuse.dashboard import StartRefused, _cli
+
+    try:
+        return _cli.run(args, make_router)
+    except (StartRefused, ImportError) as exc:
+        raise UsageError(f"searchfuse dashboard: error: {exc}") from None
+
+
 # -- parser ----------------------------------------------------------------------------
 
 
@@ -807,6 +837,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
     json_flag(p)
+    p.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
+    p.add_argument(
+        "--interval",
+        type=_number_in(0.1, 3600, float),
+        metavar="SECONDS",
+        help="with --watch: seconds between reads of the state (default 2)",
+    )
     p = add(
         "test-keys", cmd_test_keys, "check every key with its free probe, one at a time (no search)"
     )
@@ -843,6 +880,9 @@ def build_parser() -> argparse.ArgumentParser:
     from searchfuse.gateway._cli import add_arguments as gateway_arguments
 
     gateway_arguments(add("gateway", cmd_gateway, "serve Tavily's API in front of the router"))
+    from searchfuse.dashboard._cli import add_arguments as dashboard_arguments
+
+    dashboard_arguments(add("dashboard", cmd_dashboard, "serve a read-only web page of the state"))
     return parser
 
 

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from searchfuse.router._router import Router
 from searchfuse.router.config import Config, KeyEntry, config_from_env, load_config
 from searchfuse.router.state import JsonFileStore, MemoryStore, Store, open_store
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 if TYPE_CHECKING:
     from searchfuse.router.state import RedisStore, SqliteStore
 
 __all__ = [
     "Config",
+    "Hold",
     "JsonFileStore",
     "KeyEntry",
     "KeyStatus",

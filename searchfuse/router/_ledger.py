@@ -1,18 +1,16 @@
 """The ledger: the only code that reads or writes the router's store.
 
-Every decision that must hold across threads, processes and hosts is one
-store transaction here: the grant (hold, key state, a pacing slot, the search
-counted in advance), the settlement of a served answer, the refund of one that
-was not, the reaction to a failure (park and hold), and the `/usage` claims.
+Every decision that must hold across threads, processes and hosts is one store transaction
+here: the grant (hold, key state, a pacing slot, the search counted in advance), the
+settlement of an answer, the refund of one not served, a failure's park and hold, `/usage` claims.
 
-The view and its shortcut. Searches pick keys from a *view*: the store's
-state as of the last look, kept up to date from what changed since (one
-indexed query for SQLite, none when nothing changed). The invariant: the
-view may be stale, but nothing is ever sent on it alone, because every send
-is granted by a transaction that reads the rows it decides on. So a burst
-staying on its key may skip even the look when the last grant found the
-store unchanged by anyone else since this router's own writes
-(`Grant.fresh`); every write of this router's own clears that trust.
+The view and its shortcut. Searches pick keys from a *view*: the store's state as of the
+last look, kept up to date from what changed since (one indexed query for SQLite, none when
+nothing changed). The invariant: the view may be stale, but nothing is ever sent on it
+alone, because every send is granted by a transaction that reads the rows it decides on.
+So a burst staying on its key may skip even the look when the last grant found the store
+unchanged by anyone else since this router's own writes (`Grant.fresh`); every write of
+this router's own clears that trust.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Event, Grant, KeyUsage, State, Store
+from searchfuse.router.state._grant import search_log
 
 __all__ = ["Charged", "Ledger"]
 
@@ -374,6 +373,10 @@ class Ledger:
         known = self.keys if keys is None else keys
         shown = {e.fingerprint: e.masked for e in known}, {e.fingerprint: e.provider for e in known}
         return [e.shown(*shown) for e in self.store.events(limit)]
+
+    def pacing_log(self, fp: str) -> list[float] | None:
+        """When key `fp`'s latest searches were granted (read only; `None`: unknown)."""
+        return self.store.pacing_log(search_log(fp))
 
     def note(self, kind: str, provider: str, detail: str) -> None:
         """Log an event of `provider` (a move down the chain) in a transaction of its own."""

@@ -40,7 +40,7 @@ from searchfuse.router.config import (
 )
 from searchfuse.router.diagnose import Diagnosis
 from searchfuse.router.state import Event, Store, _paths, open_store
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
 
@@ -55,9 +55,8 @@ class Router:
     result = router.search("python 3.13 release date", max_results=3)
     ```
 
-    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted
-    and cooling keys are skipped; every answer updates the key's state
-    according to one reaction table (`searchfuse.router.policy.REACTIONS`).
+    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted and cooling keys
+    are skipped; each answer updates its key's state by `searchfuse.router.policy.REACTIONS`.
 
     `search` returns Tavily's JSON as a dict, with an extra `"searchfuse"` entry
     saying who served it (`{"served_by": "tavily", "key": "tvly-dev-…0001"}`). It
@@ -335,6 +334,10 @@ class Router:
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
+
+    def hold(self) -> Hold | None:
+        """The router-wide hold after a 429 (time left, the masked key that set it), or `None`."""
+        return _chainview.hold(self._chain.cores)
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the store's log, newest first: 429s, cooldowns set
