@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_INTERVAL", "INSTALL", "render", "run", "watch"]
 #: Seconds between two reads of the store, unless told otherwise.
 DEFAULT_INTERVAL = 2.0
 #: How to get what the view needs.
-INSTALL = "the live view needs rich: pip install 'searchfuse[watch]'"
+INSTALL = 'the live view needs rich: pip install ".[watch]"'
 #: How many of the newest events the view lists.
 EVENTS_LISTED = 5
 _BAR_WIDTH = 12

@@ -18,7 +18,7 @@ app = build_app(Router.from_env(), token="a-long-random-token")
 # any ASGI server: uvicorn.run(app, host="127.0.0.1", port=8765)
 ```
 
-Needs the `dashboard` extra (starlette and uvicorn): `pip install "searchfuse[dashboard]"`.
+Needs the `dashboard` extra (starlette and uvicorn): `pip install ".[dashboard]"`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from ._rules import (
 
 __all__ = ["INSTALL", "add_arguments", "run"]
 
-INSTALL = "the dashboard needs starlette and uvicorn: pip install 'searchfuse[dashboard]'"
+INSTALL = 'the dashboard needs starlette and uvicorn: pip install ".[dashboard]"'
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

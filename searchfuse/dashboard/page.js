@@ -42,11 +42,12 @@
     const names = { 1: "s", 60: "min", 3600: "h", 86400: "day" };
     return names[seconds] || num(seconds) + " s";
   }
-  function span(seconds) {
+  function span(seconds, ticking) {
     // Rounded up, as the terminal view does: time left never reads as over while it is not.
+    // A countdown (`ticking`) shows its seconds up to two hours.
     const s = Math.max(0, Math.ceil(seconds));
     if (s < 120) return s + " s";
-    if (s < 7200) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+    if (s < 7200) return ticking ? Math.floor(s / 60) + " min " + (s % 60) + " s" : Math.ceil(s / 60) + " min";
     return (s / 3600).toFixed(1) + " h";
   }
   function elapsed() {
@@ -76,7 +77,7 @@
   }
   function tickCell(cell) {
     const left = Number(cell.dataset.left) - elapsed();
-    cell.textContent = left > 0 ? span(left) + (cell.dataset.why ? " (" + cell.dataset.why + ")" : "") : "–";
+    cell.textContent = left > 0 ? span(left, true) + (cell.dataset.why ? " (" + cell.dataset.why + ")" : "") : "–";
   }
 
   function drawKeys(keys) {
@@ -123,7 +124,7 @@
       return;
     }
     banner.className = "banner hold";
-    banner.textContent = "Hold: every search waits " + span(left) + " after a 429 on " +
+    banner.textContent = "Hold: every search waits " + span(left, true) + " after a 429 on " +
       (hold.key || "a key") + (hold.provider ? " (" + hold.provider + ")" : "") + ".";
   }
 
