@@ -10,12 +10,12 @@ once more (a key pasted into a note or echoed in an error never shows).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._secrets import redact_tree
 from searchfuse.errors import SearchFailed
+from searchfuse.router.state._events import _iso as iso_time
 
 if TYPE_CHECKING:
     from searchfuse.router import Router
@@ -24,13 +24,6 @@ __all__ = ["EVENTS_SHOWN", "Snapshot", "budget_report", "iso_time", "snapshot"]
 
 #: How many of the newest events a snapshot carries.
 EVENTS_SHOWN = 50
-
-
-def iso_time(epoch: float) -> str:
-    """`epoch` as ISO 8601 UTC with milliseconds (the events' form)."""
-    whole = int(epoch)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-    return f"{stamp}.{int((epoch - whole) * 1000):03d}Z"
 
 
 @dataclass(frozen=True)

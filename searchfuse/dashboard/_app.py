@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from searchfuse._live import EVENTS_SHOWN, snapshot
 from searchfuse._serving import ClientTokens, bearer_token, is_loopback
+from searchfuse.cli import _finite
 from searchfuse.router import Router
 
 from ._rules import DEFAULT_POLL
@@ -78,16 +79,6 @@ class _Page:
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     text = json.dumps(_finite(data), ensure_ascii=False, allow_nan=False)
     return Response(text, status, headers=headers, media_type="application/json")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _host_name(host_header: str) -> str:

@@ -1,8 +1,5 @@
-"""`searchfuse dashboard`: its options, and running it from them.
-
-Readable without starlette installed: the command line parses and checks its
-options first, and only serving the page needs the `dashboard` extra.
-"""
+"""`searchfuse dashboard`: its options and how they start it (starlette is imported
+only to serve, so `searchfuse --help` works without the `dashboard` extra)."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from searchfuse._serving import LOOPBACK, StartRefused
+from searchfuse._serving import StartRefused, add_listen_options
 from searchfuse.cli import _number_in
 
 from ._rules import (
@@ -30,13 +27,7 @@ INSTALL = 'the dashboard needs starlette and uvicorn: pip install ".[dashboard]"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `searchfuse dashboard`."""
-    p.add_argument("--host", default=LOOPBACK, help=f"where to listen (default {LOOPBACK})")
-    p.add_argument(
-        "--port",
-        type=_number_in(1, 65535, int),
-        default=DEFAULT_PORT,
-        help=f"the port (default {DEFAULT_PORT})",
-    )
+    add_listen_options(p, DEFAULT_PORT)
     p.add_argument(
         "--token",
         metavar="TOKEN",
