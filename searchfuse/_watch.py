@@ -111,43 +111,46 @@ def per(seconds: float | None) -> str:
     return "?" if seconds is None else names.get(float(seconds), f"{_num(seconds)} s")
 
 
-def _table(title: str, *columns: str) -> Any:
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Text]]) -> Any:
+    """A table that never cuts a word of its cells: in a narrow terminal a cell wraps
+    between words, and only the last column (free text, such as an error) folds."""
     from rich import box
     from rich.table import Table
 
     table = Table(
         title=_text(title, "bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
     )
-    for name in columns[:-1]:
-        table.add_column(name, no_wrap=True)
-    table.add_column(columns[-1], overflow="fold")  # free text (an error) wraps
+    for i, name in enumerate(columns):
+        widest = max([len(name), *(len(w) for row in rows for w in row[i].plain.split())])
+        if i < len(columns) - 1:
+            table.add_column(name, min_width=widest)
+        else:
+            table.add_column(name, overflow="fold", min_width=min(widest, max(len(name), 12)))
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
 def _keys_table(provider: str, keys: Sequence[dict[str, Any]], elapsed: float) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title=_text(provider, "bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    for name in ("KEY", "STATE", "USED/LIMIT", "WINDOW", "COOLDOWN", "LAST ERROR"):
-        table.add_column(name, overflow="fold")
+    rows = []
     for key in keys:
         usage = key.get("key_usage")
         if usage is not None:
             usage += key.get("local_credits") or 0.0
         limit = key.get("key_limit") if key.get("key_limit") is not None else key.get("plan_limit")
         state = str(key.get("state"))
-        table.add_row(
-            _text(key.get("key")),
-            _text(state, STATE_STYLES.get(state, "")),
-            _bar(usage, limit),
-            _window(key),
-            _countdown(key, elapsed),
-            _text(key.get("last_error")),
+        rows.append(
+            [
+                _text(key.get("key")),
+                _text(state, STATE_STYLES.get(state, "")),
+                _bar(usage, limit),
+                _window(key),
+                _countdown(key, elapsed),
+                _text(key.get("last_error")),
+            ]
         )
-    return table
+    columns = ("KEY", "STATE", "USED/LIMIT", "WINDOW", "COOLDOWN", "LAST ERROR")
+    return _table(provider, columns, rows)
 
 
 def _hold_line(hold: dict[str, Any] | None, elapsed: float) -> Text:
@@ -161,26 +164,14 @@ def _hold_line(hold: dict[str, Any] | None, elapsed: float) -> Text:
 
 
 def _budgets_table(budgets: Sequence[dict[str, Any]]) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title=_text("budgets", "bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    for name in ("PER", "UNIT", "PERIOD", "USED/LIMIT", "LEFT"):
-        table.add_column(name)
+    rows = []
     for b in budgets:
         # A budget per conversation or user has a tally for each: its limit applies to each.
         each = b.get("used") is None
         used = _text(f"{_num(b.get('limit'))} each") if each else _bar(b["used"], b.get("limit"))
-        table.add_row(
-            _text(b.get("per")),
-            _text(b.get("unit")),
-            _text(b.get("period") or "-"),
-            used,
-            _text("-" if each else _num(b.get("left"))),
-        )
-    return table
+        left = _text("-" if each else _num(b.get("left")))
+        rows.append([_text(b.get("per")), _text(b.get("unit")), _text(b.get("period")), used, left])
+    return _table("budgets", ("PER", "UNIT", "PERIOD", "USED/LIMIT", "LEFT"), rows)
 
 
 def _clock(iso: str) -> str:
