@@ -260,7 +260,7 @@ def test_the_page_shows_a_cooling_key_its_countdown_and_the_timeline(
         by_key = {cells[0]: cells for cells in rows}
         cooling = by_key[fleet.hit]
         assert cooling[3] == "cooling"
-        assert cooling[6] in ("45 s (rate_limited)", "44 s (rate_limited)")
+        assert cooling[6].endswith(" s (rate_limited)") and 40 <= int(cooling[6].split()[0]) <= 45
         assert cooling[7].startswith("429: slow down <script>")
         other = next(cells for key, cells in by_key.items() if key != fleet.hit)
         assert other[3] == "held"
@@ -278,12 +278,13 @@ def test_the_page_shows_a_cooling_key_its_countdown_and_the_timeline(
         # The countdowns tick without asking the server: 20 s of the page's time later.
         virtual = {"policy": "advance", "budget": 20000}
         page.browser.send("Emulation.setVirtualTimePolicy", virtual, page.session)
+        # Virtual time runs forward task by task until the budget is spent, then stops.
         later = page.wait_for(
             "(() => { const t = [...document.querySelectorAll('td.countdown')]"
             ".map(c => c.textContent).find(t => t.includes('rate_limited'));"
-            " return t && !t.startsWith('4') ? t : null })()"
+            " return t && parseInt(t) <= 26 ? t : null })()"
         )
-        assert later.startswith(("25 s", "24 s", "26 s"))
+        assert later.endswith(" s (rate_limited)") and 22 <= int(later.split()[0]) <= 26
 
 
 def test_the_page_shows_every_text_as_text(
