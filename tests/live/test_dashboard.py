@@ -7,6 +7,7 @@ simulated Tavily on loopback) into the server.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -17,14 +18,17 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from searchfuse import Budget, RateLimited, Router
+from searchfuse._live import snapshot
 from searchfuse._serving import StartRefused, running
+from searchfuse._watch import render
 from searchfuse.cli import main
 from searchfuse.dashboard import build_app
 from searchfuse.dashboard import running as dashboard_running
 from searchfuse.router import KeyEntry
-from searchfuse.testing import FakeClock, FakeTavily
+from searchfuse.testing import EXA_TEST_KEYS, FakeClock, FakeExa, FakeTavily
 
 from ..conftest import leaks_in
 from ..gateway.conftest import Switch
@@ -322,3 +326,37 @@ def test_a_note_is_shown_masked_when_it_holds_a_key(
     text = httpx.get(f"{url}/api/status").text
     assert "copy of tvly-dev-…0002" in text and not leaks_in(text)
     assert os.path.exists(tmp_path / "s.db")
+
+
+def test_a_chain_shows_each_provider_and_the_move_down_on_the_timeline(
+    server: tuple[Switch, str], browser: Browser, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    tavily, exa = FakeTavily(KEYS, clock=clock), FakeExa(EXA_TEST_KEYS[:1], clock=clock)
+    state = tmp_path / "state" / "searchfuse.db"
+    with tavily.serve() as tavily_url, exa.serve() as exa_url:
+        keys = {"tavily": KEYS, "exa": list(EXA_TEST_KEYS[:1])}
+        options: dict[str, Any] = {"base_url": tavily_url, "base_urls": {"exa": exa_url}}
+        writer = Router(keys, state=state, clock=clock, sleep=clock.advance, **options)
+        tavily.fail_next(503, times=None, path="/search")
+        result = writer.search("served down the chain")
+        assert result["searchfuse"]["degraded"]["from"] == "tavily"
+        viewer = Router(keys, state=state, clock=clock, **options)
+        url = plug(server, viewer, poll=3600)
+        with opened(browser, f"{url}/") as page:
+            tables = page.evaluate(
+                "[...document.querySelectorAll('table.keys')].map(t => t.dataset.provider)"
+            )
+            assert tables == ["tavily", "exa"]  # chain order
+            assert column(page, "table.keys[data-provider=exa] tbody tr", 3) == ["available"]
+            assert set(column(page, "table.keys[data-provider=tavily] tbody tr", 3)) == {"cooling"}
+            marks = page.evaluate(
+                "[...document.querySelectorAll('#timeline circle.mark')].map(c => c.classList[1])"
+            )
+            assert "passed_over" in marks
+            assert "passed over" in column(page, "#events tbody tr", 1)
+        console = Console(record=True, width=160, file=io.StringIO())
+        console.print(render(snapshot(viewer)))
+        view = console.export_text()
+        titles = [line.strip() for line in view.splitlines() if line.strip() in ("tavily", "exa")]
+        assert titles == ["tavily", "exa"] and " passed over tavily · " in view
