@@ -406,6 +406,8 @@ def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.watch or args.interval is not None:
+        return _watch_status(args)
     router = make_router(args)
     if args.budgets or args.user or args.conversation:
         return _budgets_status(args, router)
@@ -433,6 +435,21 @@ def _budgets_status(args: argparse.Namespace, router: Router) -> int:
         lines = [escape_controls(row.summary(now)) for row in rows] or ["no budgets set"]
         _out("budgets\n" + "\n".join(f"  {line}" for line in lines))
     return EXIT_OK
+
+
+def _watch_status(args: argparse.Namespace) -> int:
+    """`status --watch`: the live view (searchfuse/_watch.py) until Ctrl-C."""
+    if not args.watch:
+        raise UsageError("searchfuse status: error: --interval only applies with --watch")
+    if args.json:
+        raise UsageError("searchfuse status: error: --watch draws a live view; leave out --json")
+    from searchfuse import _watch
+
+    args.interval = _watch.DEFAULT_INTERVAL if args.interval is None else args.interval
+    try:
+        return _watch.run(args, make_router)
+    except ImportError as exc:
+        raise UsageError(f"searchfuse status: error: {exc}") from None
 
 
 def cmd_test_keys(args: argparse.Namespace) -> int:
@@ -758,6 +775,19 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         raise UsageError(f"searchfuse gateway: error: {exc}") from None
 
 
+# -- searchfuse dashboard ----------------------------------------------------------------
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the read-only dashboard page until SIGTERM or Ctrl-C."""
+    from searchfuse.dashboard import StartRefused, _cli
+
+    try:
+        return _cli.run(args, make_router)
+    except (StartRefused, ImportError) as exc:
+        raise UsageError(f"searchfuse dashboard: error: {exc}") from None
+
+
 # -- parser ----------------------------------------------------------------------------
 
 
@@ -834,6 +864,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--user", metavar="ID", help="with budgets: this user's use")
     p.add_argument("--conversation", metavar="ID", help="with budgets: this conversation's use")
+    p.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
+    p.add_argument(
+        "--interval",
+        type=_number_in(0.1, 3600, float),
+        metavar="SECONDS",
+        help="with --watch: seconds between reads of the state (default 2)",
+    )
     p = add(
         "test-keys", cmd_test_keys, "check every key with its free probe, one at a time (no search)"
     )
@@ -870,6 +907,9 @@ def build_parser() -> argparse.ArgumentParser:
     from searchfuse.gateway._cli import add_arguments as gateway_arguments
 
     gateway_arguments(add("gateway", cmd_gateway, "serve Tavily's API in front of the router"))
+    from searchfuse.dashboard._cli import add_arguments as dashboard_arguments
+
+    dashboard_arguments(add("dashboard", cmd_dashboard, "serve a read-only web page of the state"))
     return parser
 
 

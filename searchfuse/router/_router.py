@@ -17,7 +17,7 @@ from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _chainview, _deadline, _spend
+from searchfuse.router import _admin, _chain, _chainview, _deadline
 from searchfuse.router._call import call_flow
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
@@ -29,7 +29,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
-from searchfuse.router._spend import Spend
+from searchfuse.router._spend import BudgetReports, Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -40,14 +40,14 @@ from searchfuse.router.config import (
 )
 from searchfuse.router.diagnose import Diagnosis
 from searchfuse.router.state import Event, Store, _paths, open_store
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
 
 T = TypeVar("T")
 
 
-class Router:
+class Router(BudgetReports):
     """A quota-aware client for several Tavily keys.
 
     ```python
@@ -55,9 +55,8 @@ class Router:
     result = router.search("python 3.13 release date", max_results=3)
     ```
 
-    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted
-    and cooling keys are skipped; every answer updates the key's state
-    according to one reaction table (`searchfuse.router.policy.REACTIONS`).
+    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted and cooling keys
+    are skipped; each answer updates its key's state by `searchfuse.router.policy.REACTIONS`.
 
     `search` returns Tavily's JSON as a dict, with an extra `"searchfuse"` entry
     saying who served it (`{"served_by": "tavily", "key": "tvly-dev-…0001"}`). It
@@ -336,8 +335,9 @@ class Router:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
 
-    budgets = _spend.router_budgets
-    """`budgets(*, user=None, conversation=None) -> list[BudgetStatus]`: each budget's use."""
+    def hold(self) -> Hold | None:
+        """The router-wide hold after a 429 (time left, the masked key that set it), or `None`."""
+        return _chainview.hold(self._chain.cores)
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the store's log, newest first: 429s, cooldowns set

@@ -26,11 +26,12 @@ from searchfuse.router.state import Grant, State
 from searchfuse.router.state._budgets import Line, Tally, adjust, period_of
 
 if TYPE_CHECKING:
-    from searchfuse.router._router import Router
+    from searchfuse.router._core import Core
 
 __all__ = [
     "BUDGETS_VARIABLE",
     "NOTHING",
+    "BudgetReports",
     "BudgetStatus",
     "Line",
     "Spend",
@@ -39,7 +40,6 @@ __all__ = [
     "budgets_from_env",
     "check_budgets",
     "give_back",
-    "router_budgets",
     "settlement",
 ]
 
@@ -330,17 +330,28 @@ def _keep_until(budget: Budget, now: float, ends: float | None) -> float | None:
     return now + budget.forget_after
 
 
-def router_budgets(
-    router: Router, *, user: str | None = None, conversation: str | None = None
-) -> list[BudgetStatus]:
-    """Every budget's use as the store has it now, every process sharing it counted:
-    the router's own, and `user`'s and `conversation`'s (default: the running
-    `spend_scope`'s); a `per="user"` or `"conversation"` budget with no spender named
-    is summarised (how many spent, how many used it all, who most). `Router.budgets`.
-    """
-    with spend_scope(user=user, conversation=conversation) as scope:  # checks the ids
-        core = router._core
-        return core.spend.overview(core.ledger.tallies, scope, router.now())
+class BudgetReports:
+    """What a [`Router`][searchfuse.Router] tells of its budgets (a base of `Router`)."""
+
+    if TYPE_CHECKING:  # what Router has
+        _core: Core
+
+        def now(self) -> float: ...
+
+    def budgets(
+        self, *, user: str | None = None, conversation: str | None = None
+    ) -> list[BudgetStatus]:
+        """Every budget's use as the store has it now, every process sharing it counted.
+
+        The router's own, and `user`'s and `conversation`'s (default: the running
+        `spend_scope`'s); a `per="user"` or `"conversation"` budget with no spender
+        named is summarised: how many spent something this period, how many used it
+        all, and who most. Read without a write lock (`Store.tallies`), so a status
+        view or a dashboard never holds up a search.
+        """
+        now = self.now()
+        with spend_scope(user=user, conversation=conversation) as scope:  # checks the ids
+            return self._core.spend.overview(self._core.ledger.tallies, scope, now)
 
 
 def _left(budget: Budget, spent: float) -> float:

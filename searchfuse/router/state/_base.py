@@ -65,6 +65,10 @@ class Store(Protocol):
     `events` (none kept) and `tallies` (none listed). A store that keeps the
     event log writes the events of a transaction (`TxState.made_events`) in
     that transaction.
+
+    `events` (none kept) and `pacing_log` (`None`: cannot tell). A store that
+    keeps the event log writes the events of a transaction
+    (`TxState.made_events`) in that transaction.
     """
 
     @property
@@ -124,6 +128,12 @@ class Store(Protocol):
         """The budget tallies whose names start with `prefix` and that have not
         expired at `now`, read without a write transaction (none kept: `{}`)."""
         return {}
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        """The times pacing log `name` keeps (`"search:<fp>"`), oldest first, read
+        without a transaction or a write lock; `None`: this store cannot tell.
+        `status` counts a key's requests in its current window from it."""
+        return None
 
     def grant(
         self,

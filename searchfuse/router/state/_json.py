@@ -779,6 +779,11 @@ class JsonFileStore(Store):
         stored = found[1].events[-limit:] if found is not None and limit > 0 else []
         return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
 
+    def pacing_log(self, name: str) -> list[float] | None:
+        found = self._current()
+        ring = found[1].rings.get(name) if found is not None else None
+        return [] if ring is None else ring.ordered()
+
     # -- the shared cache, in the same file ------------------------------------------------
 
     def cache_get(self, key: str, now: float) -> str | None:

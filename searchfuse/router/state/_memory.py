@@ -114,6 +114,11 @@ class MemoryStore(Store):
             stored = self._state.events[-limit:] if limit > 0 else []
         return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
 
+    def pacing_log(self, name: str) -> list[float] | None:
+        with self._lock:
+            ring = self._state.rings.get(name)
+            return [] if ring is None else ring.ordered()
+
     # -- the shared cache (shared by this process's guards only) ---------------------------
 
     def cache_get(self, key: str, now: float) -> str | None:

@@ -632,6 +632,17 @@ class RedisStore(Store):
                 found.append(event)
         return found
 
+    def pacing_log(self, name: str) -> list[float] | None:
+        fields = self._call(self.client.hgetall, self.ring_key(name))
+        times = []
+        for field, value in fields.items():
+            if field[:1] == "s" and field[1:].isdigit():
+                try:
+                    times.append(float(value))
+                except ValueError:
+                    continue
+        return sorted(t for t in times if math.isfinite(t))
+
     def clear(self, now: float) -> None:
         self._call(self._roll, month_of(now), now, everything=True)
 

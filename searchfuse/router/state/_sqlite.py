@@ -1148,6 +1148,14 @@ class SqliteStore(Store):
             raise self._error(exc) from None
         return [e for e in found if e is not None]
 
+    def pacing_log(self, name: str) -> list[float] | None:
+        try:
+            rows = self._conn().execute("SELECT t FROM ring_slots WHERE name = ?", (name,))
+            times = [t for (t,) in rows]
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return sorted(t for t in times if isinstance(t, int | float) and not isinstance(t, bool))
+
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
         try:
