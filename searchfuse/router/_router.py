@@ -41,6 +41,7 @@ from searchfuse.router.config import (
 )
 from searchfuse.router.diagnose import Diagnosis
 from searchfuse.router.state import Event, Store, open_store
+from searchfuse.router.state._skill import key_slots
 from searchfuse.router.status import KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -178,7 +179,7 @@ class Router:
         wiring = _chain.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state)
+        store = open_store(state, key_order=key_slots(self.config.keys))
         self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
