@@ -574,7 +574,8 @@ def _folder(path: Path, what: str) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"searchfuse init: error: {path} is a file, not a folder ({what})")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # Never writable by others, whatever the umask: they could replace keys.json.
+        path.mkdir(parents=True, exist_ok=True, mode=0o755)
     except OSError as exc:
         raise UsageError(
             f"searchfuse init: error: cannot create {path} ({what}): {exc.strerror or exc}"
