@@ -18,7 +18,7 @@ from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
 
 if TYPE_CHECKING:
-    from searchfuse._tools import TavilyTool, tavily_tool
+    from searchfuse._tools import TavilyTool, WebTool, tavily_tool, web_tool
     from searchfuse.guard._wrapper import GuardedFunction
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
@@ -39,6 +39,7 @@ __all__ = [
     "TavilyTool",
     "Turn",
     "TurnBudget",
+    "WebTool",
     "current_turn_id",
     "guard",
     "guard_state",
@@ -47,6 +48,7 @@ __all__ = [
     "search_key",
     "tavily_tool",
     "turn",
+    "web_tool",
 ]
 
 
@@ -58,7 +60,7 @@ def __getattr__(name: str) -> Any:
         return GuardedFunction
     # The ready-made tool is built on the guard, not part of it (it knows
     # Tavily's parameters): it lives above the guard and loads on first use.
-    if name in ("TavilyTool", "tavily_tool"):
+    if name in ("TavilyTool", "WebTool", "tavily_tool", "web_tool"):
         from searchfuse import _tools
 
         return getattr(_tools, name)

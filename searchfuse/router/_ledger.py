@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,7 @@ class Ledger:
         self,
         store: Store,
         keys: Sequence[KeyEntry],
-        rates: Mapping[str, Rate],
+        rates: MutableMapping[str, Rate],
         options: RouterOptions,
         scrub: Callable[[str], str],
         *,
@@ -276,11 +276,10 @@ class Ledger:
                 return 0.0
             ks.note_error(now, answer.status, error)
             parked = seconds if park else 0.0
-            return park_key(
-                state, ks, entry, reaction.park, str(answer.outcome), now, parked, hold, retry_hold
-            )
+            return park_key(state, ks, entry, reaction.park, answer, now, parked, hold, retry_hold)
 
         took = self.store.update(now, change)
+        seconds = seconds if retry_hold > 0 else max(took, seconds)
         if answer.status == 429:
             _telemetry.rate_limited(entry.masked)
         if reaction.penalises_key:
