@@ -19,6 +19,7 @@ from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
 from searchfuse.router import _admin, _chain, _chainview, _deadline
 from searchfuse.router._call import call_flow
+from searchfuse.router._keysfile import default_state
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
     DEFAULT_DEADLINE,
@@ -39,7 +40,8 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Event, Store, _paths, open_store
+from searchfuse.router.state import Event, Store, open_store
+from searchfuse.router.state._skill import key_slots
 from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -176,7 +178,7 @@ class Router(BudgetReports):
         wiring = _chain.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state)
+        store = open_store(state, key_order=key_slots(self.config.keys))
         self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
@@ -207,9 +209,7 @@ class Router(BudgetReports):
                 raise
             return cls._made([], os.environ, f"{exc.source} ({exc.problem})", **options)
         if "state" not in options:
-            base = config.path.parent.parent if config.path else None
-            beside = (base / "state" / "searchfuse.db") if base else None
-            options["state"] = _paths.testing_state or beside
+            options["state"] = default_state(config.path)
         return cls(config, **options)
 
     @classmethod

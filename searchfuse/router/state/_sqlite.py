@@ -20,7 +20,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +44,7 @@ from searchfuse.router.state._records import (
 )
 from searchfuse.router.state._repair import move_aside, own_sqlite_file
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import SKILL_FORMAT, KeySlot, by_position, is_positional
 from searchfuse.router.state._trust import future_slot, newest_ring
 from searchfuse.router.state._values import (
     ACCOUNT_FIELDS,
@@ -501,9 +502,17 @@ class SqliteStore(Store):
     never writes to it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        key_order: Sequence[KeySlot] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.busy_timeout = float(busy_timeout)
+        #: The configured keys in order: what the original skill's records by position are.
+        self._key_order = None if key_order is None else tuple(key_order)
         self._local = threading.local()
         self._records: dict[tuple[str, str], tuple[tuple[Any, ...], Any]] = {}
         self._all: list[sqlite3.Connection] = []
@@ -741,6 +750,19 @@ class SqliteStore(Store):
         except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
             log.warning("not importing %s into %s: %s", source.name, self.path.name, exc)
             return
+        how = ""
+        if is_positional(data):
+            data, how = by_position(data, self._key_order)
+            if data is None:
+                log.warning(
+                    "not importing %s into %s: %s (%s is left as it is; cooldowns are "
+                    "relearned from Tavily's answers)",
+                    source.name,
+                    self.path.name,
+                    how,
+                    source.name,
+                )
+                return
         if not looks_like_state(data):
             log.warning("not importing %s: it is not searchfuse state", source.name)
             return
@@ -755,9 +777,10 @@ class SqliteStore(Store):
             (state.month, state.hold_until, state.hold_key, source.name),
         )
         log.info(
-            "imported %s (%d keys) into %s; the JSON file is no longer written",
+            "imported %s (%d keys%s) into %s; the JSON file is no longer written",
             source.name,
             len(state.keys),
+            f": {SKILL_FORMAT}, {how}" if how else "",
             self.path.name,
         )
 
