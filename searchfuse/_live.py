@@ -54,17 +54,18 @@ class Snapshot:
         }
 
 
-def budget_report(router: Router) -> list[dict[str, Any]]:
-    """Every budget of `router`, in its order: `per`, `unit`, `period`, `limit`, and for a
-    budget counting every caller (`per="router"`) what is `used` and `left` now.
+def budget_report(router: Router, now: float) -> list[dict[str, Any]]:
+    """Every budget of `router`, in its order, as `searchfuse status --budgets --json`
+    shows it ([`BudgetStatus.to_dict`][searchfuse.router.BudgetStatus.to_dict]),
+    with its line of `status --budgets` as `summary`.
 
-    A budget per conversation or per user has a tally for each of them; `used` and
-    `left` are `None` there (each conversation's own use is in its results'
-    `searchfuse.budgets`, and in `Router.budgets(conversation=...)`). Read through
-    [`Router.budgets`][searchfuse.Router.budgets], which takes no write lock.
+    A budget counting every caller (`per="router"`) has its `used` and `left`; one
+    per conversation or per user summarises its spenders instead: how many spent
+    something this period (`spenders`), how many used it all (`exhausted`) and the
+    most spending (`top`). Read through [`Router.budgets`][searchfuse.Router.budgets],
+    which takes no write lock.
     """
-    fields = ("per", "unit", "period", "used", "limit", "left")
-    return [{f: row.to_dict()[f] for f in fields} for row in router.budgets()]
+    return [row.to_dict() | {"summary": row.summary(now)} for row in router.budgets()]
 
 
 def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
@@ -77,7 +78,7 @@ def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
     try:
         keys = [record.to_dict() for record in router.status()]
         hold = router.hold()
-        budgets = budget_report(router)
+        budgets = budget_report(router, now)
         log = [event.to_dict() for event in router.events(events)]
     except (SearchFailed, OSError) as exc:
         error = f"cannot read the state store: {exc}"

@@ -71,8 +71,9 @@ def _num(value: float | None) -> str:
     return str(int(value)) if value == int(value) else f"{value:.4g}"
 
 
-def _bar(used: float | None, limit: float | None) -> Text:
-    """`[████░░░░] 40/100`: a bar when both figures are known, else the figures."""
+def _bar(used: float | None, limit: float | None, figures: bool = True) -> Text:
+    """`████░░░░ 40/100`: a bar when both figures are known (then the figures only
+    with `figures`), else the figures."""
     from rich.text import Text
 
     shown = f"{_num(used)}/{_num(limit) if limit is not None else '?'}"
@@ -82,7 +83,7 @@ def _bar(used: float | None, limit: float | None) -> Text:
     full = math.ceil(share * _BAR_WIDTH) if used > 0 else 0
     style = "red" if share >= 0.9 else "yellow" if share >= 0.7 else "green"
     bar = Text("█" * full, style=style) + Text("░" * (_BAR_WIDTH - full), style="dim")
-    return bar + Text(f" {shown}")
+    return bar + Text(f" {shown}") if figures else bar
 
 
 def _left(seconds: float | None, elapsed: float) -> float:
@@ -163,15 +164,15 @@ def _hold_line(hold: dict[str, Any] | None, elapsed: float) -> Text:
     return _text(text, "bold magenta")
 
 
-def _budgets_table(budgets: Sequence[dict[str, Any]]) -> Any:
-    rows = []
-    for b in budgets:
-        # A budget per conversation or user has a tally for each: its limit applies to each.
-        each = b.get("used") is None
-        used = _text(f"{_num(b.get('limit'))} each") if each else _bar(b["used"], b.get("limit"))
-        left = _text("-" if each else _num(b.get("left")))
-        rows.append([_text(b.get("per")), _text(b.get("unit")), _text(b.get("period")), used, left])
-    return _table("budgets", ("PER", "UNIT", "PERIOD", "USED/LIMIT", "LEFT"), rows)
+def _budget_line(budget: dict[str, Any]) -> Text:
+    """A budget as `searchfuse status --budgets` says it, after a bar of its use: the
+    router's own (`per="router"`), or how many conversations or users spent from it,
+    how many used it all, and who most."""
+    from rich.text import Text
+
+    used, limit = budget.get("used"), budget.get("limit")
+    bar = _bar(used, limit, figures=False) if used is not None else Text(" " * _BAR_WIDTH)
+    return Text("  ") + bar + Text(" ") + _text(budget.get("summary") or budget.get("budget"))
 
 
 def _clock(iso: str) -> str:
@@ -211,7 +212,8 @@ def render(snap: Snapshot, elapsed: float = 0.0, interval: float | None = None) 
         keys = [k for k in snap.keys if str(k.get("provider")) == provider]
         parts.append(_keys_table(provider, keys, elapsed))
     if snap.budgets:
-        parts.append(_budgets_table(snap.budgets))
+        parts.append(_text("budgets (every process counted):", "bold"))
+        parts.extend(_budget_line(b) for b in snap.budgets)
     else:
         parts.append(_text("budgets: none set for this router", "dim"))
     parts.append(_text("last events (newest first, UTC):", "bold"))

@@ -129,19 +129,35 @@
   }
 
   function drawBudgets(budgets) {
+    // The router's own use, or (a budget per conversation or per user) how many spent
+    // from it, how many used it all and who most: as `searchfuse status --budgets`.
     const body = document.querySelector("#budgets tbody");
     body.textContent = "";
     document.getElementById("budgets").hidden = budgets.length === 0;
     document.getElementById("no-budgets").hidden = budgets.length > 0;
     for (const b of budgets) {
       const row = body.insertRow();
-      row.append(el("td", b.per), el("td", b.unit), el("td", b.period || "–"));
+      row.dataset.per = b.per;
+      row.append(el("td", b.budget));
       if (b.used === null || b.used === undefined) {
-        row.append(el("td", num(b.limit) + " for each " + b.per), el("td", "–"));
+        const many = b.per === "conversation" ? "conversations" : "users";
+        row.append(el("td", num(b.limit) + " for each", "mono"), el("td", "–"),
+          el("td", num(b.spenders || 0) + " " + many + ", " + num(b.exhausted || 0) + " used all"));
+        const most = el("td", null, "top");
+        for (const t of b.top || []) most.append(el("span", t.who, "who"), el("span", " " + num(t.used) + " "));
+        if (!(b.top || []).length) most.textContent = "–";
+        row.append(most);
       } else {
-        row.append(bar(b.used, b.limit), el("td", num(b.left)));
+        row.append(bar(b.used, b.limit), el("td", num(b.left), "mono"), el("td", "–"), el("td", "–"));
       }
+      const resets = el("td", null, "mono");
+      resets.dataset.at = b.resets_at === null || b.resets_at === undefined ? "" : String(b.resets_at);
+      tickResets(resets);
+      row.append(resets);
     }
+  }
+  function tickResets(cell) {
+    cell.textContent = cell.dataset.at ? span(Number(cell.dataset.at) - data.now - elapsed()) : "–";
   }
 
   function drawTimeline(events, now) {
@@ -198,6 +214,7 @@
   function tick() {
     if (!data) return;
     document.querySelectorAll("td.countdown").forEach(tickCell);
+    document.querySelectorAll("#budgets td[data-at]").forEach(tickResets);
     drawHold(data.hold);
   }
 

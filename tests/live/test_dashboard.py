@@ -20,7 +20,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from searchfuse import Budget, RateLimited, Router
+from searchfuse import Budget, RateLimited, Router, spend_scope
 from searchfuse._live import snapshot
 from searchfuse._serving import StartRefused, running
 from searchfuse._watch import render
@@ -37,6 +37,8 @@ from .browser import Browser, Page, find_chromium
 KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
 TOKEN = "dashboard-token-7f3a9c"
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+#: A conversation id as a gateway client may send it (X-Session-Id).
+SPENDER = '<img src=x onerror="window.__pwned = 3">c-1'
 METHODS = ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 
 
@@ -91,11 +93,15 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     config.write_text(json.dumps({"format_version": 2, "keys": entries}))
     config.chmod(0o600)
     state = tmp_path / "state" / "searchfuse.db"
-    budgets = [Budget(50, unit="searches", per="router", period="day")]
+    budgets = [
+        Budget(50, unit="searches", per="router", period="day"),
+        Budget(2, unit="searches", per="conversation"),
+    ]
     with fake.serve() as url:
         options: dict[str, Any] = {"base_url": url, "clock": clock, "budgets": budgets}
         writer = Router.from_config(config, sleep=clock.advance, **options)
-        writer.search("served")
+        with spend_scope(conversation=SPENDER):  # a gateway client's X-Session-Id
+            writer.search("served")
         fake.fail_next(429, retry_after=45, path="/search", detail=f"slow down {HOSTILE}")
         with pytest.raises(RateLimited) as caught:
             writer.search("refused")
@@ -133,14 +139,12 @@ def test_api_status_is_the_stores_state_as_one_json_object(
         "key": fleet.hit,
         "provider": "tavily",
     }
-    assert data["budgets"][0] | {"used": 1.0} == {
-        "per": "router",
-        "unit": "searches",
-        "period": "day",
-        "used": 1.0,
-        "limit": 50,
-        "left": 49.0,
-    }
+    router_budget, per_conversation = data["budgets"]
+    assert router_budget["budget"] == "50 searches per router a day"
+    assert (router_budget["used"], router_budget["left"]) == (1.0, 49.0)
+    assert per_conversation["budget"] == "2 searches per conversation"
+    assert (per_conversation["spenders"], per_conversation["exhausted"]) == (1, 0)
+    assert per_conversation["top"] == [{"who": SPENDER, "used": 1.0, "left": 1.0}]
     kinds = [e["kind"] for e in data["events"]]
     assert kinds[:2] == ["hold", "rate_limited"]  # newest first
     assert data["events"][1]["key"] == fleet.hit and data["events"][1]["retry_after"] == 45
@@ -277,8 +281,19 @@ def test_the_page_shows_a_cooling_key_its_countdown_and_the_timeline(
         )
         assert "rate_limited" in marks and "hold" in marks
         assert column(page, "#events tbody tr", 1)[:2] == ["hold", "429"]
-        budget = page.evaluate("document.querySelector('#budgets tbody tr').textContent")
-        assert "1/50" in budget and budget.endswith("49")
+        router_budget, per_conversation = page.evaluate(
+            "[...document.querySelectorAll('#budgets tbody tr')].map(r =>"
+            " [...r.cells].map(c => c.textContent))"
+        )
+        assert router_budget[:3] == ["50 searches per router a day", "1/50", "49"]
+        assert router_budget[5] == "12.0 h"  # the FakeClock is at noon UTC
+        assert per_conversation[:4] == [
+            "2 searches per conversation",
+            "2 for each",
+            "–",
+            "1 conversations, 0 used all",
+        ]
+        assert per_conversation[4].strip() == f"{SPENDER} 1"
         # The countdowns tick without asking the server: 20 s of the page's time later.
         virtual = {"policy": "advance", "budget": 20000}
         page.browser.send("Emulation.setVirtualTimePolicy", virtual, page.session)
@@ -302,6 +317,8 @@ def test_the_page_shows_every_text_as_text(
         assert page.evaluate("document.querySelectorAll('script').length") == 1
         assert page.evaluate("document.querySelectorAll('img').length") == 0
         assert any(HOSTILE in d for d in column(page, "#events tbody tr", 5))
+        spender = page.evaluate("document.querySelector('#budgets td.top .who').textContent")
+        assert spender == SPENDER
         assert not leaks_in(page.evaluate("document.documentElement.outerHTML"))
 
 

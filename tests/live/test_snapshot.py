@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from searchfuse import Budget, RateLimited, Router
+from searchfuse import Budget, RateLimited, Router, spend_scope
 from searchfuse._live import snapshot
 from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore, Store
 from searchfuse.testing import FakeClock, FakeTavily
@@ -93,9 +93,13 @@ def _files(folder: Path) -> dict[str, tuple[int, int]]:
 def test_a_snapshot_shows_everything_and_writes_nothing(opener: Opener, tmp_path: Path) -> None:
     clock = FakeClock()
     fake = FakeTavily(KEYS, clock=clock)
-    budgets = [Budget(10, unit="searches", per="router", period="day")]
+    budgets = [
+        Budget(10, unit="searches", per="router", period="day"),
+        Budget(3, unit="searches", per="conversation"),
+    ]
     writer = router(opener(), fake, clock, budgets=budgets)
-    writer.search("one")
+    with spend_scope(conversation="c-1"):
+        writer.search("one")
     fake.fail_next(429, retry_after=30, path="/search")
     with pytest.raises(RateLimited):
         writer.search("two")
@@ -110,15 +114,35 @@ def test_a_snapshot_shows_everything_and_writes_nothing(opener: Opener, tmp_path
     data = snap.to_dict()
     assert [k["state"] for k in data["keys"]].count("cooling") == 1
     assert data["hold"]["seconds_left"] == pytest.approx(28)
+    ends = FakeClock()() + 12 * 3600  # the FakeClock starts at noon UTC
     assert data["budgets"] == [
         {
+            "budget": "10 searches per router a day",
             "per": "router",
             "unit": "searches",
             "period": "day",
-            "used": 1.0,
             "limit": 10,
+            "used": 1.0,
             "left": 9.0,
-        }
+            "resets_at": ends,
+            "summary": "10 searches per router a day: 1 used, 9 left, resets in 12.0 h",
+        },
+        {
+            "budget": "3 searches per conversation",
+            "per": "conversation",
+            "unit": "searches",
+            "period": None,
+            "limit": 3,
+            "used": None,
+            "left": None,
+            "resets_at": None,
+            "who": None,
+            "spenders": 1,
+            "exhausted": 0,
+            "top": [{"who": "c-1", "used": 1.0, "left": 2.0}],
+            "summary": "3 searches per conversation: 1 conversations counted, 0 used all; "
+            "most c-1 1",
+        },
     ]
     assert [e["kind"] for e in data["events"]][:2] == ["hold", "rate_limited"]
     assert data["error"] is None

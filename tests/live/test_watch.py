@@ -19,12 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyte
 import pytest
 from rich.console import Console
 
-from searchfuse import Budget, RateLimited, Router
+from searchfuse import Budget, BudgetExhausted, RateLimited, Router, spend_scope
 from searchfuse._live import Snapshot, snapshot
 from searchfuse._watch import render, watch
 from searchfuse.cli import main
@@ -213,13 +214,7 @@ def test_texts_from_the_store_and_the_server_are_shown_as_text() -> None:
 def test_countdowns_tick_between_reads_and_budgets_show() -> None:
     clock = FakeClock()
     fake = FakeTavily(KEYS, clock=clock)
-    budgets = [
-        Budget(10, unit="searches", per="router", period="day"),
-        Budget(3, unit="searches", per="conversation"),
-    ]
-    router = Router(
-        KEYS, transport=fake.transport(), clock=clock, sleep=clock.advance, budgets=budgets
-    )
+    router = Router(KEYS, transport=fake.transport(), clock=clock, sleep=clock.advance)
     router.search("one")
     router.search("two")
     fake.fail_next(429, retry_after=30, path="/search")
@@ -230,11 +225,46 @@ def test_countdowns_tick_between_reads_and_budgets_show() -> None:
     later = _view(snap, elapsed=12.5)
     assert "18 s (rate_limited)" in later and "waits 18 s after a 429" in later
     assert "hold: none" in _view(snap, elapsed=31)
-    budget_rows = [
-        line for line in later.splitlines() if line.lstrip().startswith(("router", "conv"))
+    assert "budgets: none set for this router" in later
+
+
+#: A conversation id as a gateway client may send it (X-Session-Id): markup, a
+#: terminal escape that would write the clipboard, a bell.
+HOSTILE_ID = "<b>c-9</b>\x1b]52;c;aGk=\x07[red]x"
+
+
+def test_budgets_show_the_routers_use_and_every_conversations_and_users() -> None:
+    """As `status --budgets` says them: the router's used and left, and per conversation
+    and per user how many spent, how many used it all and who most, ids shown inert."""
+    clock = FakeClock()
+    fake = FakeTavily(KEYS, clock=clock)
+    budgets = [
+        Budget(10, unit="searches", per="router", period="day"),
+        Budget(3, unit="searches", per="conversation"),
+        Budget(5, unit="searches", per="user"),
     ]
-    assert "2/10" in budget_rows[0] and budget_rows[0].split()[-1] == "8"
-    assert "3 each" in budget_rows[1]
+    options: dict[str, Any] = {"transport": fake.transport(), "clock": clock, "budgets": budgets}
+    router = Router(KEYS, sleep=clock.advance, **options)
+    with spend_scope(user="alice", conversation="c-1"):
+        for i in range(3):
+            router.search(f"alice {i}")
+        with pytest.raises(BudgetExhausted):
+            router.search("alice, once more")
+    with spend_scope(user="bob", conversation=HOSTILE_ID):
+        router.search("bob")
+    watcher = Router(KEYS, state=router.store, **options)  # another process's view
+    console = Console(record=True, width=200, file=io.StringIO(), force_terminal=True)
+    console.print(render(snapshot(watcher), interval=2.0))
+    text = console.export_text()
+    lines = [line.strip() for line in text.splitlines()]
+    shown = "<b>c-9</b>\\x1b]52;c;aGk=\\x07[red]x"
+    router_line = "10 searches per router a day: 4 used, 6 left, resets in 12.0 h"
+    assert any(line.endswith(router_line) and line.startswith("█") for line in lines)
+    assert "3 searches per conversation: 2 conversations counted, 1 used all; " in text
+    assert f"most c-1 3, {shown} 1" in text
+    assert "5 searches per user: 2 users counted, 0 used all; most alice 3, bob 1" in text
+    ansi = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b]52" not in ansi and "\x07" not in ansi
 
 
 def test_without_a_terminal_each_read_is_printed_in_turn() -> None:
