@@ -10,7 +10,12 @@ once more (a key pasted into a note or echoed in an error never shows).
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._secrets import redact_tree
@@ -20,7 +25,14 @@ from searchfuse.router.state._events import _iso as iso_time
 if TYPE_CHECKING:
     from searchfuse.router import Router
 
-__all__ = ["EVENTS_SHOWN", "Snapshot", "budget_report", "iso_time", "snapshot"]
+__all__ = [
+    "EVENTS_SHOWN",
+    "Snapshot",
+    "budget_report",
+    "iso_time",
+    "snapshot",
+    "stopped_by_sigterm",
+]
 
 #: How many of the newest events a snapshot carries.
 EVENTS_SHOWN = 50
@@ -90,3 +102,22 @@ def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
 
 def _keys(router: Router) -> tuple[str, ...]:
     return tuple(entry.key for entry in router.keys)
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (a service manager's stop, `kill`) ends the block as Ctrl-C does: with
+    a `KeyboardInterrupt`, which a live view answers with exit code 0, instead of
+    the process dying by the signal. Only in the main thread (where signals land)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -161,7 +161,7 @@ def build_app(
         poll: seconds between two reads of `/api/status` by the page.
         events: how many of the newest events `/api/status` carries.
     """
-    from ._rules import dashboard_tokens
+    from ._rules import check_token_is_no_key, dashboard_tokens
 
     if isinstance(poll, bool) or not isinstance(poll, int | float):
         raise TypeError(f"poll must be a number of seconds, not {poll!r}")
@@ -170,6 +170,5 @@ def build_app(
     if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 200:
         raise ValueError(f"events must be a whole number from 0 to 200, not {events!r}")
     tokens = dashboard_tokens(token)
-    if token is not None and token in {entry.key for entry in router.keys}:
-        raise ValueError("the dashboard's token must not be one of the router's keys")
+    check_token_is_no_key(token, (entry.key for entry in router.keys))
     return _Dashboard(router, tokens, float(poll), events)

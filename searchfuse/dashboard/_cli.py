@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from searchfuse._live import stopped_by_sigterm
 from searchfuse._serving import StartRefused, add_listen_options
 from searchfuse.cli import _number_in
 
@@ -17,6 +18,7 @@ from ._rules import (
     DEFAULT_PORT,
     TOKEN_VARIABLE,
     check_dashboard_exposure,
+    check_token_is_no_key,
     dashboard_tokens,
 )
 
@@ -44,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
-    """Check the options, build the router, and serve until SIGTERM or Ctrl-C.
+    """Check the options, build the router, and serve until SIGTERM or Ctrl-C (exit
+    code 0 for both, also before the server has started).
 
     Raises [`StartRefused`][searchfuse.dashboard.StartRefused] for options the
     dashboard cannot start with, and `ImportError` (with the install command)
@@ -65,9 +68,19 @@ def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
         sys.stderr.write(f"searchfuse dashboard: {url}/{how}; stop with Ctrl-C\n")
         sys.stderr.flush()
 
-    router = make_router(args)
-    try:
-        serve(router, host=args.host, port=args.port, token=token, poll=args.poll, ready=ready)
-    finally:
-        router.close()
+    with stopped_by_sigterm():
+        try:
+            router = make_router(args)
+            try:
+                check_token_is_no_key(token, (entry.key for entry in router.keys))
+            except ValueError as exc:
+                router.close()
+                raise StartRefused(f"--token: {exc}") from None
+            try:
+                options = {"poll": args.poll, "ready": ready}
+                serve(router, host=args.host, port=args.port, token=token, **options)
+            finally:
+                router.close()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the server took over signals
+            pass
     return 0

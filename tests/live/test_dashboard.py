@@ -229,6 +229,11 @@ def test_a_host_other_than_loopback_needs_a_token(
     err = capsys.readouterr().err
     assert "--token" in err and "has space" not in err
     assert main([*args, "dashboard", "--port", "0"]) == 2  # a port out of range
+    capsys.readouterr()
+    assert main([*args, "dashboard", "--token", KEYS[1]]) == 2  # a key of the router
+    err = capsys.readouterr().err
+    assert "--token: the dashboard's token must not be one of the router's keys" in err
+    assert KEYS[1] not in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="must not be one of the router's keys"):
         build_app(fleet.viewer, token=KEYS[0])
 

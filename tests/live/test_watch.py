@@ -38,11 +38,16 @@ KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
 COLUMNS, ROWS = 150, 40
 
 
+def many_keys(n: int) -> list[str]:
+    """`n` more made-up development keys."""
+    return [f"tvly-dev-fleet{i:04d}" for i in range(n)]
+
+
 class Terminal:
     """A process on a pseudo-terminal, and its screen as a VT100 emulator draws it."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.screen = pyte.Screen(COLUMNS, ROWS)
+        self.screen = pyte.Screen(int(env["COLUMNS"]), int(env["LINES"]))
         self.stream = pyte.ByteStream(self.screen)
         self.raw = b""
         pid, fd = pty.fork()
@@ -99,15 +104,15 @@ class Terminal:
 def terminal(tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
     opened: list[Terminal] = []
 
-    def start(*args: str) -> Terminal:
+    def start(*args: str, size: tuple[int, int] = (COLUMNS, ROWS), keys: int = 0) -> Terminal:
         env = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(tmp_path),
             "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
             "TERM": "xterm-256color",
-            "COLUMNS": str(COLUMNS),
-            "LINES": str(ROWS),
-            "TAVILY_API_KEYS": ",".join(KEYS),
+            "COLUMNS": str(size[0]),
+            "LINES": str(size[1]),
+            "TAVILY_API_KEYS": ",".join([*KEYS, *many_keys(keys)]),
             "SEARCHFUSE_STATE": str(tmp_path / "state" / "searchfuse.db"),
             "PYTHONPATH": os.pathsep.join(sys.path),
         }
@@ -159,6 +164,35 @@ def test_the_screen_shows_a_429_another_process_recorded(
     shown = term.raw.decode("utf-8", "replace")
     assert "Traceback" not in shown and "KeyboardInterrupt" not in shown
     assert not leaks_in(shown)
+
+
+def test_a_narrow_short_terminal_keeps_each_keys_state_and_countdown_and_sigterm_ends_it(
+    terminal: Callable[..., Terminal], tmp_path: Path
+) -> None:
+    """60 columns, 24 rows, 42 keys: the cooling key comes first with its whole
+    countdown, the others are counted, nothing scrolls; SIGTERM exits 0 like Ctrl-C."""
+    term = terminal("status", "--watch", "--interval", "0.2", size=(60, 24), keys=40)
+    fake = FakeTavily([*KEYS, *many_keys(40)])
+    with fake.serve() as url:
+        other = Router(KEYS, state=tmp_path / "state" / "searchfuse.db", base_url=url)
+        fake.fail_next(429, retry_after=600, path="/search", detail="slow down, please")
+        with pytest.raises(RateLimited) as caught:
+            other.search("refused")
+        other.close()
+    screen = term.wait_for(lambda s: "cooling" in s and "more of 42 keys" in s)
+    lines = screen.splitlines()
+    row = next(i for i, line in enumerate(lines) if "cooling" in line)
+    assert lines[row].split()[:2] == [caught.value.key, "cooling"]
+    assert re.search(r"cooling +(9|10) min \(rate_limited\)$", lines[row])
+    assert lines[row + 1].strip().endswith("· window 1/100 per min")
+    assert lines[row + 2].strip() == "last error: 429: slow down, please"
+    assert re.search(r"… \d+ more of 42 keys: \d+ held", screen)
+    assert lines[0].startswith("searchfuse · ") and "hold: every search waits" in screen
+    assert len(term.screen.display) == 24 and "last events" in screen  # all of it on screen
+    os.kill(term.pid, signal.SIGTERM)
+    assert term.exit_code() == 0
+    shown = term.raw.decode("utf-8", "replace")
+    assert "Traceback" not in shown and not leaks_in(shown)
 
 
 @pytest.mark.parametrize(
@@ -265,6 +299,50 @@ def test_budgets_show_the_routers_use_and_every_conversations_and_users() -> Non
     assert "5 searches per user: 2 users counted, 0 used all; most alice 3, bob 1" in text
     ansi = console.file.getvalue()  # type: ignore[attr-defined]
     assert "\x1b]52" not in ansi and "\x07" not in ansi
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 160])
+def test_at_any_width_each_keys_state_and_whole_countdown_share_its_line(width: int) -> None:
+    clock = FakeClock()
+    fake = FakeTavily(KEYS, clock=clock)
+    router = Router(KEYS, transport=fake.transport(), clock=clock, sleep=clock.advance)
+    detail = "Your request has been blocked due to excessive requests. " * 3
+    fake.fail_next(429, retry_after=1800, path="/search", detail=detail)
+    with pytest.raises(RateLimited) as caught:
+        router.search("q")
+    console = Console(record=True, width=width, file=io.StringIO())
+    console.print(render(snapshot(router), 0.0, 2.0, width=width))
+    lines = console.export_text().splitlines()
+    assert all(len(line.rstrip()) <= width for line in lines)
+    row = next(line for line in lines if line.split()[:2] == [caught.value.key, "cooling"])
+    assert re.search(r" cooling .*30 min \(rate_limited\)( |$)", row), row
+    held = next(line for line in lines if line.split()[:2] == ["tvly-dev-…0002", "held"])
+    assert re.search(r" held .*30 min \(held\)( |$)", held), held
+    assert "429: Your request has been blocked" in "\n".join(lines)
+
+
+def test_a_thousand_keys_are_summarised_in_a_view_that_fits() -> None:
+    """Printed in turn (no terminal): 50 keys a provider, those needing a look first;
+    on a screen: as many as fit its height."""
+    keys = [*KEYS, *many_keys(998)]
+    clock = FakeClock()
+    fake = FakeTavily(keys, clock=clock)
+    router = Router(keys, transport=fake.transport(), clock=clock, sleep=clock.advance)
+    router.search("one")
+    fake.fail_next(429, retry_after=30, path="/search")
+    with pytest.raises(RateLimited) as caught:
+        router.search("two")
+    out = io.StringIO()
+    watch(router, interval=5, console=Console(file=out, width=200), sleep=lambda s: None, rounds=1)
+    rows = [line for line in out.getvalue().splitlines() if " per min " in line]
+    assert len(rows) == 50 and rows[0].split()[:2] == [caught.value.key, "cooling"]
+    assert "… 950 more of 1000 keys: 950 held (searchfuse status lists all)" in out.getvalue()
+    screen = Console(file=io.StringIO(), width=120, height=40, force_terminal=True, record=True)
+    watch(router, interval=5, console=screen, sleep=lambda s: None, rounds=1)
+    frame = "searchfuse · " + screen.export_text().split("searchfuse · ")[-1]  # the last drawn
+    drawn = frame.rstrip("\n").splitlines()
+    assert len(drawn) < 40 and "last events (newest first, UTC):" in drawn
+    assert sum(" per min " in line for line in drawn) >= 15
 
 
 def test_without_a_terminal_each_read_is_printed_in_turn() -> None:
