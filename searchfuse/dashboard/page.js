@@ -19,8 +19,12 @@
     budget: { label: "budget refused", lane: 3, colour: "#0969da" },
   };
   const LANES = ["429s", "cooldowns, holds", "down the chain", "budgets"];
+  // With more keys than this, a provider's table shows those needing a look first.
+  const ROWS = 50;
+  const URGENCY = { cooling: 0, exhausted: 1, disabled: 2, held: 3, available: 4 };
   let data = null;
   let receivedAt = 0;
+  let everyKey = false;
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -92,7 +96,13 @@
       for (const title of ["key", "account", "notes", "state", "used / limit", "pacing window",
         "cooldown", "last error"]) head.append(el("th", title));
       const body = table.createTBody();
-      for (const key of keys.filter((k) => k.provider === provider)) {
+      const mine = keys.filter((k) => k.provider === provider);
+      let shown = mine;
+      if (!everyKey && mine.length > ROWS) {
+        const rank = (k) => (k.state in URGENCY ? URGENCY[k.state] : 0);
+        shown = [...mine].sort((a, b) => rank(a) - rank(b)).slice(0, ROWS);  // stable: chain order
+      }
+      for (const key of shown) {
         const row = body.insertRow();
         row.dataset.fingerprint = key.fingerprint;
         row.append(el("td", key.key, "key"), el("td", key.account || "–", "text"),
@@ -112,7 +122,21 @@
         row.append(cell, el("td", key.last_error || "–", "text"));
       }
       section.append(table);
+      if (shown.length < mine.length) section.append(more(shown, mine));
     }
+  }
+  function more(shown, mine) {
+    // "… 950 more of 1000 keys: 948 available, 2 exhausted", and a button showing them all.
+    const counts = new Map();
+    const seen = new Set(shown);
+    for (const k of mine) if (!seen.has(k)) counts.set(k.state, (counts.get(k.state) || 0) + 1);
+    const told = [...counts].map(([state, n]) => n + " " + state).join(", ");
+    const line = el("p", "… " + (mine.length - shown.length) + " more of " + mine.length +
+      " keys: " + told + " ", "more dim");
+    const button = el("button", "show all " + mine.length);
+    button.addEventListener("click", () => { everyKey = true; draw(); });
+    line.append(button);
+    return line;
   }
 
   function drawHold(hold) {

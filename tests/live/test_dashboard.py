@@ -382,3 +382,29 @@ def test_a_chain_shows_each_provider_and_the_move_down_on_the_timeline(
         view = console.export_text()
         titles = [line.strip() for line in view.splitlines() if line.strip() in ("tavily", "exa")]
         assert titles == ["tavily", "exa"] and " passed over tavily · " in view
+
+
+def test_a_thousand_keys_show_those_needing_a_look_first(
+    server: tuple[Switch, str], browser: Browser
+) -> None:
+    """The API carries every key; the page draws 50 a provider (cooling, exhausted,
+    disabled, held first), counts the rest, and shows them all on request."""
+    keys = [f"tvly-dev-fleet{i:04d}" for i in range(1000)]
+    clock = FakeClock()
+    fake = FakeTavily(keys, clock=clock)
+    router = Router(keys, transport=fake.transport(), clock=clock, on_429="failover")
+    fake.fail_next(429, retry_after=600, path="/search")
+    served = router.search("the first key answers 429, the next serves")["searchfuse"]["key"]
+    url = plug(server, router, poll=3600)
+    data = httpx.get(f"{url}/api/status").json()
+    assert len(data["keys"]) == 1000 and not leaks_in(json.dumps(data))
+    with opened(browser, f"{url}/") as page:
+        states = column(page, "table.keys tbody tr", 3)
+        assert len(states) == 50 and states[0] == "cooling" and states.count("cooling") == 1
+        assert served in column(page, "table.keys tbody tr", 0)
+        assert "tvly-dev-…0999" not in column(page, "table.keys tbody tr", 0)
+        more = page.evaluate("document.querySelector('p.more').textContent")
+        assert more == "… 950 more of 1000 keys: 950 available show all 1000"
+        page.evaluate("document.querySelector('p.more button').click()")
+        assert page.wait_for("document.querySelectorAll('table.keys tbody tr').length") == 1000
+        assert column(page, "table.keys tbody tr", 0)[-1] == "tvly-dev-…0999"  # chain order
