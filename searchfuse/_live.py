@@ -10,11 +10,13 @@ once more (a key pasted into a note or echoed in an error never shows).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +30,12 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENTS_SHOWN",
     "Snapshot",
+    "Viewer",
     "budget_report",
     "iso_time",
     "snapshot",
     "stopped_by_sigterm",
+    "viewer_for",
 ]
 
 #: How many of the newest events a snapshot carries.
@@ -43,7 +47,8 @@ class Snapshot:
     """One look at the store, as JSON-ready data (see the module docstring).
 
     `now` is the router's clock when it was taken; `error` says why the store
-    could not be read (then the rest is empty and the next look tries again).
+    could not be read (then the rest is empty and the next look tries again);
+    `note` says what else a person watching should know (no state file yet).
     """
 
     now: float
@@ -52,6 +57,7 @@ class Snapshot:
     budgets: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What `GET /api/status` answers."""
@@ -63,6 +69,7 @@ class Snapshot:
             "budgets": self.budgets,
             "events": self.events,
             "error": self.error,
+            "note": self.note,
         }
 
 
@@ -121,3 +128,61 @@ def stopped_by_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class Viewer:
+    """A router opened for looking only, as the commands `status --watch` and
+    `dashboard` open it: `open_router()` builds the router over the state the
+    options name (`state`), `open_router(memory=True)` one over a state in memory.
+
+    A state file that does not exist yet is not created by looking: until a
+    search creates it, the keys are shown as configured (from a router in
+    memory) with a note saying so, and each read looks for the file again.
+    """
+
+    def __init__(self, open_router: Callable[..., Router], state: object) -> None:
+        self._open = open_router
+        self.missing = _missing_file(state)
+        self.router = open_router(memory=True) if self.missing else open_router()
+
+    def snapshot(self, events: int = EVENTS_SHOWN) -> Snapshot:
+        """What the views show now (see [`snapshot`][searchfuse._live.snapshot])."""
+        if self.missing is not None and self.missing.exists():
+            router, self.router, self.missing = self.router, self._open(), None
+            router.close()
+        snap = snapshot(self.router, events)
+        if self.missing is None:
+            return snap
+        note = (
+            f"no state at {self.missing} yet: nothing has been recorded there, so every key "
+            "is shown as configured; it is read as soon as a search creates it "
+            "(looking creates nothing)"
+        )
+        return replace(snap, note=note)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The router's keys (for checks such as "a token is no key")."""
+        return _keys(self.router)
+
+    def close(self) -> None:
+        self.router.close()
+
+
+def _missing_file(state: object) -> Path | None:
+    """The absolute path of a state file `state` names that does not exist, else `None`."""
+    if not isinstance(state, str | os.PathLike) or "://" in os.fspath(state):
+        return None
+    path = Path(os.fspath(state)).absolute()
+    return None if path.exists() else path
+
+
+def viewer_for(args: Any, make_router: Callable[..., Router]) -> Viewer:
+    """The [`Viewer`][searchfuse._live.Viewer] of the router the command line's options
+    describe (`make_router` is the CLI's)."""
+    from searchfuse.cli import _config_path, _state_location
+
+    def open_router(memory: bool = False) -> Router:
+        return make_router(args, state=None) if memory else make_router(args)
+
+    return Viewer(open_router, _state_location(args, _config_path(args)))

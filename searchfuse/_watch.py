@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._format import duration
-from searchfuse._live import Snapshot, snapshot, stopped_by_sigterm
+from searchfuse._live import Snapshot, Viewer, snapshot, stopped_by_sigterm, viewer_for
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -280,6 +280,8 @@ def render(
     when = _clock(str(snap.to_dict()["time"]))
     every = f" · reads the store every {_num(interval)} s" if interval else ""
     parts: list[Any] = [_text(f"searchfuse · {when} UTC{every} · Ctrl-C to quit", "bold")]
+    if snap.note:
+        parts.append(_text(snap.note, "yellow"))
     if snap.error:
         parts.append(_text(snap.error, "bold red"))
         return Group(*parts)
@@ -300,7 +302,7 @@ def render(
 
 
 def watch(
-    router: Router,
+    router: Router | Viewer,
     *,
     interval: float = DEFAULT_INTERVAL,
     console: Console | None = None,
@@ -308,7 +310,8 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
     rounds: int | None = None,
 ) -> int:
-    """Show the live view until Ctrl-C (then return 0), or for `rounds` store reads."""
+    """Show the live view of `router` (or of a [`Viewer`][searchfuse._live.Viewer]'s)
+    until Ctrl-C (then return 0), or for `rounds` store reads."""
     from rich.console import Console
     from rich.live import Live
 
@@ -319,7 +322,7 @@ def watch(
         if not console.is_terminal:
             # Not a screen to redraw (a pipe, a file): one view per read, one after another.
             while rounds is None or done < rounds:
-                snap = snapshot(router)
+                snap = _read(router)
                 console.print(render(snap, interval=interval, width=console.width, rows=ROWS_PIPED))
                 done += 1
                 if rounds is None or done < rounds:
@@ -328,7 +331,7 @@ def watch(
         # Never taller than the screen: a view that scrolled cannot be redrawn in place.
         with Live(console=console, auto_refresh=False, vertical_overflow="ellipsis") as live:
             while rounds is None or done < rounds:
-                snap, read_at = snapshot(router), monotonic()
+                snap, read_at = _read(router), monotonic()
                 done += 1
                 fit = _Fit(console, snap, interval)
                 while True:
@@ -341,6 +344,10 @@ def watch(
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _read(source: Router | Viewer) -> Snapshot:
+    return source.snapshot() if isinstance(source, Viewer) else snapshot(source)
 
 
 class _Fit:
@@ -392,10 +399,10 @@ def run(args: argparse.Namespace, make_router: Callable[..., Router]) -> int:
         raise ImportError(INSTALL) from None
     with stopped_by_sigterm():
         try:
-            router = make_router(args)
+            viewer = viewer_for(args, make_router)
             try:
-                return watch(router, interval=args.interval)
+                return watch(viewer, interval=args.interval)
             finally:
-                router.close()
+                viewer.close()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the view was drawn
             return 0

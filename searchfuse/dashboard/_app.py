@@ -17,7 +17,7 @@ import base64
 import hashlib
 import json
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,14 +25,14 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from searchfuse._live import EVENTS_SHOWN, snapshot
+from searchfuse._live import EVENTS_SHOWN, Snapshot, snapshot
 from searchfuse._serving import ClientTokens, bearer_token, is_loopback
 from searchfuse.cli import _finite
 from searchfuse.router import Router
 
 from ._rules import DEFAULT_POLL
 
-__all__ = ["build_app"]
+__all__ = ["app_of", "build_app"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -92,8 +92,10 @@ def _host_name(host_header: str) -> str:
 class _Dashboard:
     """The ASGI app (see the module docstring)."""
 
-    def __init__(self, router: Router, tokens: ClientTokens, poll: float, events: int) -> None:
-        self.router = router
+    def __init__(
+        self, read: Callable[[int], Snapshot], tokens: ClientTokens, poll: float, events: int
+    ) -> None:
+        self.read = read
         self.tokens = tokens
         self.events = events
         self.page = _Page(poll)
@@ -125,7 +127,7 @@ class _Dashboard:
                 {"www-authenticate": 'Bearer realm="searchfuse dashboard"'},
             )
         if path == "/api/status":
-            snap = await asyncio.to_thread(snapshot, self.router, self.events)
+            snap = await asyncio.to_thread(self.read, self.events)
             return _json(snap.to_dict())
         if path in ("/", "/index.html"):
             return Response(
@@ -161,6 +163,25 @@ def build_app(
         poll: seconds between two reads of `/api/status` by the page.
         events: how many of the newest events `/api/status` carries.
     """
+    return app_of(
+        lambda shown: snapshot(router, shown),
+        [entry.key for entry in router.keys],
+        token=token,
+        poll=poll,
+        events=events,
+    )
+
+
+def app_of(
+    read: Callable[[int], Snapshot],
+    keys: Iterable[str],
+    *,
+    token: str | None = None,
+    poll: float = DEFAULT_POLL,
+    events: int = EVENTS_SHOWN,
+) -> Any:
+    """The dashboard of what `read(events)` shows (a router with `keys`): `build_app`'s
+    checks and app, for a source other than a plain router (the command's `Viewer`)."""
     from ._rules import check_token_is_no_key, dashboard_tokens
 
     if isinstance(poll, bool) or not isinstance(poll, int | float):
@@ -170,5 +191,5 @@ def build_app(
     if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 200:
         raise ValueError(f"events must be a whole number from 0 to 200, not {events!r}")
     tokens = dashboard_tokens(token)
-    check_token_is_no_key(token, (entry.key for entry in router.keys))
-    return _Dashboard(router, tokens, float(poll), events)
+    check_token_is_no_key(token, keys)
+    return _Dashboard(read, tokens, float(poll), events)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from searchfuse._live import stopped_by_sigterm
+from searchfuse._live import stopped_by_sigterm, viewer_for
 from searchfuse._serving import StartRefused, add_listen_options
 from searchfuse.cli import _number_in
 
@@ -18,7 +18,6 @@ from ._rules import (
     DEFAULT_PORT,
     TOKEN_VARIABLE,
     check_dashboard_exposure,
-    check_token_is_no_key,
     dashboard_tokens,
 )
 
@@ -46,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
-    """Check the options, build the router, and serve until SIGTERM or Ctrl-C (exit
-    code 0 for both, also before the server has started).
+    """Check the options, open the router for looking only (a state file that does not
+    exist is not created: see [`Viewer`][searchfuse._live.Viewer]), and serve until
+    SIGTERM or Ctrl-C (exit code 0 for both, also before the server has started).
 
     Raises [`StartRefused`][searchfuse.dashboard.StartRefused] for options the
     dashboard cannot start with, and `ImportError` (with the install command)
@@ -59,7 +59,8 @@ def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
     except ValueError as exc:
         raise StartRefused(f"--token: {exc}") from None
     try:
-        from searchfuse.dashboard._serve import serve
+        from searchfuse.dashboard._app import app_of
+        from searchfuse.dashboard._serve import serve_app
     except ImportError:
         raise ImportError(INSTALL) from None
 
@@ -70,17 +71,15 @@ def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
 
     with stopped_by_sigterm():
         try:
-            router = make_router(args)
+            viewer = viewer_for(args, make_router)
             try:
-                check_token_is_no_key(token, (entry.key for entry in router.keys))
-            except ValueError as exc:
-                router.close()
-                raise StartRefused(f"--token: {exc}") from None
-            try:
-                options = {"poll": args.poll, "ready": ready}
-                serve(router, host=args.host, port=args.port, token=token, **options)
+                try:
+                    app = app_of(viewer.snapshot, viewer.keys, token=token, poll=args.poll)
+                except ValueError as exc:  # the token is one of the keys
+                    raise StartRefused(f"--token: {exc}") from None
+                serve_app(app, args.host, args.port, ready)
             finally:
-                router.close()
+                viewer.close()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the server took over signals
             pass
     return 0

@@ -228,6 +228,9 @@
     const error = document.getElementById("error");
     error.hidden = !data.error;
     error.textContent = data.error || "";
+    const note = document.getElementById("note");
+    note.hidden = !data.note;
+    note.textContent = data.note || "";
     drawHold(data.hold);
     drawKeys(data.keys);
     drawBudgets(data.budgets);

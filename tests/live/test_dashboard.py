@@ -10,6 +10,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from searchfuse.testing import EXA_TEST_KEYS, FakeClock, FakeExa, FakeTavily
 
 from ..conftest import leaks_in
 from ..gateway.conftest import Switch
+from ..stores.redis_server import free_port
 from .browser import Browser, Page, find_chromium
 
 KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
@@ -236,6 +240,54 @@ def test_a_host_other_than_loopback_needs_a_token(
     assert KEYS[1] not in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="must not be one of the router's keys"):
         build_app(fleet.viewer, token=KEYS[0])
+
+
+def test_the_command_creates_no_state_writes_none_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`searchfuse dashboard` as a process: before any search there is no state, and it
+    creates none (its page says so); once another process has written the state it
+    shows it and never changes a byte of it; SIGTERM stops it with exit code 0."""
+    state = tmp_path / "state" / "searchfuse.db"
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "TAVILY_API_KEYS": ",".join(KEYS),
+        "SEARCHFUSE_STATE": str(state),
+    }
+    argv = [sys.executable, "-m", "searchfuse", "dashboard", "--port", str(port)]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        started = proc.stderr.readline()
+        assert started == f"searchfuse dashboard: http://127.0.0.1:{port}/; stop with Ctrl-C\n"
+        url = f"http://127.0.0.1:{port}"
+        empty = httpx.get(f"{url}/api/status").json()
+        assert [k["state"] for k in empty["keys"]] == ["available", "available"]
+        assert empty["note"].startswith(f"no state at {state} yet")
+        assert not state.parent.exists()  # looking created nothing
+        fake = FakeTavily(KEYS)
+        with fake.serve() as upstream:
+            other = Router(KEYS, state=state, base_url=upstream)
+            fake.fail_next(429, retry_after=60, path="/search")
+            with pytest.raises(RateLimited):
+                other.search("q")
+            other.close()
+        written = {p.name: p.read_bytes() for p in state.parent.glob("*.db")}
+        seen = httpx.get(f"{url}/api/status").json()
+        assert seen["note"] is None and "cooling" in [k["state"] for k in seen["keys"]]
+        for _ in range(3):
+            assert httpx.get(f"{url}/api/status").status_code == 200
+        assert {p.name: p.read_bytes() for p in state.parent.glob("*.db")} == written
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 # -- the page, in Chromium ------------------------------------------------------------------

@@ -131,6 +131,9 @@ def test_the_screen_shows_a_429_another_process_recorded(
     term = terminal("status", "--watch", "--interval", "0.2")
     first = term.wait_for(lambda s: s.count("available") == 2 and "hold: none" in s)
     assert "tvly-dev-…0001" in first and "0/100 per min" in first
+    # No state yet: the view says so and creates nothing (not even the folder).
+    assert "no state at " in first and "looking creates nothing" in first
+    assert not (tmp_path / "state").exists()
 
     fake = FakeTavily(KEYS)
     with fake.serve() as url:
@@ -144,6 +147,7 @@ def test_the_screen_shows_a_429_another_process_recorded(
     assert hit in ("tvly-dev-…0001", "tvly-dev-…0002")
 
     screen = term.wait_for(lambda s: "cooling" in s and "hold: every search waits" in s)
+    assert "no state at " not in screen  # read once the search created it
     row = next(line for line in screen.splitlines() if "cooling" in line)
     assert row.split()[0] == hit  # the key that answered 429, masked
     assert "rate_limited" in row  # its countdown names why it cools
