@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from importlib import resources
 from typing import Any
@@ -81,12 +82,19 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(text, status, headers=headers, media_type="application/json")
 
 
-def _host_name(host_header: str) -> str:
-    """The name in a `Host` header, without its port (`[::1]:8765` -> `::1`)."""
-    host = host_header.strip()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+#: A `Host` header as a browser sends it: a name or an IPv4 address, or an IPv6
+#: address in brackets, and an optional port. Anything else names no host.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::\d{1,5})?")
+
+
+def _host_name(host_header: str) -> str | None:
+    """The host a `Host` header names, without its port or a final dot (`[::1]:8765` ->
+    `::1`, `localhost.:8765` -> `localhost`); `None` for anything a browser would not
+    send (`localhost:8765@attacker.example`, `[::1]attacker`)."""
+    found = _HOST.fullmatch(host_header.strip())
+    if found is None:
+        return None
+    return found["v6"] or found["name"].removesuffix(".")
 
 
 class _Dashboard:
@@ -113,7 +121,8 @@ class _Dashboard:
         path = request.url.path
         if request.method != "GET":
             return _json({"error": "this dashboard only reads: use GET"}, 405, {"allow": "GET"})
-        if not self.tokens and not is_loopback(_host_name(request.headers.get("host", ""))):
+        host = _host_name(request.headers.get("host", ""))
+        if not self.tokens and (host is None or not is_loopback(host)):
             return _json(
                 {"error": "without a token this dashboard answers requests to localhost only"},
                 403,

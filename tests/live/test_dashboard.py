@@ -7,10 +7,13 @@ simulated Tavily on loopback) into the server.
 
 from __future__ import annotations
 
+import hmac
+import http.client
 import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -43,7 +46,7 @@ TOKEN = "dashboard-token-7f3a9c"
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 #: A conversation id as a gateway client may send it (X-Session-Id).
 SPENDER = '<img src=x onerror="window.__pwned = 3">c-1'
-METHODS = ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+METHODS = ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "PROPFIND"]
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +186,48 @@ def test_every_method_but_get_is_refused_and_nothing_is_written(
     assert len(fleet.fake.requests) == sent  # no probe, no search
 
 
+#: Paths that name no page: encoded and plain traversal, the page's own parts, near misses.
+ODD_PATHS = [
+    "/../../etc/passwd",
+    "/%2e%2e/%2e%2e/etc/passwd",
+    "/..%2f..%2fetc%2fpasswd",
+    "//etc/passwd",
+    "/page.js",
+    "/page.css",
+    "/dashboard/page.html",
+    "/api/status/",
+    "/API/STATUS",
+    "/api/status%00",
+    "/api/status/..",
+    "/index.html/..%2f_app.py",
+]
+
+
+def raw_get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """`GET path` sent exactly as written (no client normalises it)."""
+    address = httpx.URL(url)
+    conn = http.client.HTTPConnection(address.host, address.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def test_no_path_but_the_pages_answers_and_none_serves_a_file(
+    server: tuple[Switch, str], fleet: Fleet
+) -> None:
+    url = plug(server, fleet.viewer)
+    for path in ODD_PATHS:
+        status, body = raw_get(url, path)
+        assert status in (400, 404), path
+        assert "root:" not in body and "function" not in body and "import" not in body, path
+    url = plug(server, fleet.viewer, token=TOKEN)
+    for path in ODD_PATHS:  # without the token not even "not found" is said
+        assert raw_get(url, path)[0] in (400, 401), path
+
+
 def test_with_a_token_every_request_without_it_is_refused(
     server: tuple[Switch, str], fleet: Fleet
 ) -> None:
@@ -203,17 +248,65 @@ def test_with_a_token_every_request_without_it_is_refused(
         assert client.get("/api/status", headers={**bearer, "Host": "dash.example"}).is_success
 
 
+def test_a_token_is_compared_in_constant_time_wherever_it_is_given(
+    server: tuple[Switch, str], fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Header or address, right or wrong: every comparison is `hmac.compare_digest`
+    (its time says nothing of how much was right), and the header wins."""
+    compared: list[bytes] = []
+    real = hmac.compare_digest
+
+    def spy(given: bytes, known: bytes) -> bool:
+        compared.append(given)
+        return real(given, known)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    url = plug(server, fleet.viewer, token=TOKEN)
+    near = TOKEN[:-1] + "x"
+    with httpx.Client(base_url=url) as client:
+        assert client.get("/api/status", params={"token": near}).status_code == 401
+        assert (
+            client.get("/api/status", headers={"Authorization": f"Bearer {near}"}).status_code
+            == 401
+        )
+        assert (
+            client.get("/api/status", headers={"Authorization": f"Basic {TOKEN}"}).status_code
+            == 401
+        )
+        both = {"Authorization": f"Bearer {near}"}
+        assert client.get("/api/status", params={"token": TOKEN}, headers=both).status_code == 401
+        assert client.get("/api/status", params={"token": TOKEN}).status_code == 200
+    # A "Basic" header is no bearer token: nothing to compare, the answer is 401.
+    assert compared == [near.encode()] * 3 + [TOKEN.encode()]
+
+
 def test_without_a_token_only_requests_to_loopback_names_are_answered(
     server: tuple[Switch, str], fleet: Fleet
 ) -> None:
     """A page whose domain name rebinds to 127.0.0.1 cannot read the dashboard."""
     url = plug(server, fleet.viewer)
     port = url.rsplit(":", 1)[1]
-    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
-        assert httpx.get(f"{url}/api/status", headers={"Host": host}).status_code == 200
-    for host in (f"attacker.example:{port}", "attacker.example", f"10.0.0.5:{port}"):
+    loopback = ["localhost", "localhost.", "127.0.0.1", "127.8.9.10", "[::1]", "app.localhost"]
+    for host in [*loopback, *(f"{name}:{port}" for name in loopback)]:
+        assert httpx.get(f"{url}/api/status", headers={"Host": host}).status_code == 200, host
+    others = [
+        f"attacker.example:{port}",
+        "attacker.example",
+        f"10.0.0.5:{port}",
+        "0.0.0.0",
+        "[::]",
+        f"[::ffff:10.0.0.5]:{port}",
+        "localhost.attacker.example",
+        "127.0.0.1.nip.io",
+        f"localhost:{port}@attacker.example",  # not a name a browser sends, whatever it holds
+        f"localhost:{port}:attacker.example",
+        "[::1]attacker.example",
+        "localhost/attacker.example",
+        "",
+    ]
+    for host in others:
         answer = httpx.get(f"{url}/api/status", headers={"Host": host})
-        assert answer.status_code == 403 and "ops@example.com" not in answer.text
+        assert answer.status_code == 403 and "ops@example.com" not in answer.text, host
 
 
 def test_a_host_other_than_loopback_needs_a_token(
@@ -240,6 +333,29 @@ def test_a_host_other_than_loopback_needs_a_token(
     assert KEYS[1] not in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="must not be one of the router's keys"):
         build_app(fleet.viewer, token=KEYS[0])
+
+
+def test_a_loopback_name_that_resolves_elsewhere_needs_a_token(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`localhost` is loopback by its name only if it resolves there: a hosts file (or a
+    resolver) mapping it to another interface makes it a host like any other."""
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(host).rstrip(".") == "localhost":
+            return real("10.0.0.5", *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    for host in ("localhost", "localhost."):
+        with (
+            pytest.raises(StartRefused, match=f"refusing to serve the dashboard on {host}:"),
+            dashboard_running(fleet.viewer, host=host),
+        ):
+            pass
+    with dashboard_running(fleet.viewer, host="127.0.0.1") as url:  # an address is what it says
+        assert httpx.get(f"{url}/healthz").status_code == 200
 
 
 def test_the_command_creates_no_state_writes_none_and_stops_on_sigterm(tmp_path: Path) -> None:
