@@ -168,7 +168,10 @@
         row.append(el("td", num(b.limit) + " for each", "mono"), el("td", "–"),
           el("td", num(b.spenders || 0) + " " + many + ", " + num(b.exhausted || 0) + " used all"));
         const most = el("td", null, "top");
-        for (const t of b.top || []) most.append(el("span", t.who, "who"), el("span", " " + num(t.used) + " "));
+        (b.top || []).forEach((t, i) => {
+          if (i) most.append(", ");
+          most.append(el("span", t.who, "who"), " " + num(t.used));
+        });
         if (!(b.top || []).length) most.textContent = "–";
         row.append(most);
       } else {
