@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, get_args
 
+from searchfuse._format import amount
+
 __all__ = [
     "DEFAULT_FORGET_AFTER",
     "Budget",
@@ -123,7 +125,7 @@ class Budget:
     def describe(self) -> str:
         """`"10 searches per conversation"`, `"20 usd per router a month"`."""
         every = {None: "", "day": " a day", "month": " a month"}[self.period]
-        return f"{self.limit:g} {self.unit} per {self.per}{every}"
+        return f"{amount(self.limit)} {self.unit} per {self.per}{every}"
 
     @classmethod
     def parse(cls, text: str) -> Budget:

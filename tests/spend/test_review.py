@@ -1,0 +1,204 @@
+"""Spend control under attack: clocks that disagree at a period's end, answers whose
+stated cost is garbage, and the figures people and models read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from searchfuse import BadRequest, Budget, BudgetExhausted, Router, spend_scope
+from searchfuse.router.state import MemoryStore, Store
+from searchfuse.testing import FakeClock, FakeExa, FakeTavily
+
+from .conftest import K1
+
+#: 2026-12-04 00:00:00 UTC, a UTC midnight; 2027-01-01 00:00:00 UTC, a month's start.
+MIDNIGHT = 1796342400.0
+NEW_YEAR = 1798761600.0
+EXA_KEY = "exa-test-key-0001"
+
+
+def two_processes(
+    store_factory: Callable[[], Store], budget: Budget, behind: float, ahead: float
+) -> tuple[FakeTavily, Router, Router]:
+    """Two routers on one store whose clocks read `behind` and `ahead` (a skew)."""
+    fake = FakeTavily([K1], clock=FakeClock(ahead))
+
+    def router(now: float) -> Router:
+        clock = FakeClock(now)
+        return Router(
+            [K1],
+            state=store_factory(),
+            clock=clock,
+            sleep=clock.advance,
+            transport=fake.transport(),
+            budgets=[budget],
+            pace=False,
+        )
+
+    return fake, router(behind), router(ahead)
+
+
+@pytest.mark.parametrize(
+    ("period", "boundary"), [("day", MIDNIGHT), ("month", NEW_YEAR)], ids=["day", "month"]
+)
+def test_clocks_skewed_across_a_periods_end_never_serve_more_than_the_limit(
+    store_factory: Callable[[], Store], period: str, boundary: float
+) -> None:
+    """One process has passed midnight, another is two seconds behind: the period the
+    fleet is in is the later one, and neither process resets the other's tally."""
+    fake, behind, ahead = two_processes(
+        store_factory, Budget(3, per="router", period=period), boundary - 1, boundary + 1
+    )  # type: ignore[arg-type]
+    served = 0
+    for i in range(6):
+        for router in (ahead, behind):
+            try:
+                router.search(f"query {i} {id(router)}")
+                served += 1
+            except BudgetExhausted:
+                pass
+    assert served == 3
+    assert len(fake.searches) == 3
+    # The later period's tally holds all three, as both processes report it.
+    assert [b.used for b in ahead.budgets()] == [3.0]
+
+
+def test_a_process_behind_the_fleet_gives_back_to_the_period_it_charged(
+    store_factory: Callable[[], Store],
+) -> None:
+    fake, behind, ahead = two_processes(
+        store_factory, Budget(2, per="router", period="day"), MIDNIGHT - 1, MIDNIGHT + 1
+    )
+    ahead.search("the new day's first")
+    fake.fail_next(400, path="/search")
+    with pytest.raises(BadRequest):  # refused upstream: given back
+        behind.search("refused upstream")
+    behind.search("the new day's second")
+    with pytest.raises(BudgetExhausted):
+        ahead.search("a third")
+    assert len(fake.searches) == 3  # the failed one included
+    assert [b.used for b in ahead.budgets()] == [2.0]
+
+
+@pytest.mark.parametrize(
+    ("now", "left", "label"),
+    [
+        (MIDNIGHT - 0.1, 0.1, "23:59:59.9 UTC"),
+        (1835395199.5, 0.5, "the end of a leap day, 2028-02-29"),
+        (NEW_YEAR - 0.25, 0.25, "the end of December"),
+    ],
+)
+def test_a_day_ends_at_the_next_utc_midnight_to_the_fraction(
+    now: float, left: float, label: str
+) -> None:
+    clock = FakeClock(now)
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        transport=fake.transport(),
+        budgets=[Budget(1, per="router", period="day")],
+    )
+    router.search("the last search of the day")
+    with pytest.raises(BudgetExhausted) as refused:
+        router.search("one more")
+    assert refused.value.retry_after == pytest.approx(left), label
+    clock.advance(left)
+    router.search("a new day")
+    assert len(fake.searches) == 2
+
+
+# -- the cost an answer states ---------------------------------------------------------------
+
+
+def exa_saying(fake: FakeExa, total: str) -> httpx.MockTransport:
+    """The simulated Exa's answers, with `costDollars.total` replaced by the JSON text `total`."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        answer = fake.handle(request)
+        if answer.status_code != 200:
+            return answer
+        body = json.loads(answer.content)
+        body["costDollars"] = {"total": "@total@"}
+        text = json.dumps(body).replace('"@total@"', total)
+        return httpx.Response(200, content=text.encode(), headers=answer.headers)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize(
+    ("total", "settled"),
+    [
+        ("0.012", 0.012),  # plausible: the answer's own figure
+        ("0", 0.0),  # not charged
+        ("1" + "0" * 400, 0.007),  # beyond any float: the list price
+        ("500", 0.007),  # no search costs 500 USD
+        ("-1", 0.007),
+        ("1e999", 0.007),
+        ('"0.5"', 0.007),
+        ("true", 0.007),
+        ("null", 0.007),
+    ],
+)
+def test_exas_stated_dollars_settle_a_usd_budget_only_when_plausible(
+    total: str, settled: float
+) -> None:
+    clock = FakeClock(MIDNIGHT)
+    fake = FakeExa([EXA_KEY], clock=clock)
+    router = Router(
+        {"exa": [EXA_KEY]},
+        state=MemoryStore(),
+        clock=clock,
+        transport=exa_saying(fake, total),
+        budgets=[Budget(1.0, unit="usd", per="router"), Budget(5, unit="credits", per="router")],
+    )
+    result = router.search("what does it cost")
+    assert [row["used"] for row in result["searchfuse"]["budgets"]] == [
+        pytest.approx(settled),
+        1.0,
+    ]
+    assert [b.used for b in router.budgets()] == [pytest.approx(settled), 1.0]
+
+
+# -- the figures people and models read ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "shown", "said"),
+    [
+        (Budget(12_345_678, per="router"), "12345678 searches per router", "12345678 web searches"),
+        (Budget(0.001, unit="usd", per="router"), "0.001 usd per router", "0.001 USD"),
+        (Budget(20, unit="usd", per="router"), "20 usd per router", "20.00 USD"),
+        (Budget(2.5, unit="credits", per="user"), "2.5 credits per user", "2.5 search credits"),
+    ],
+)
+def test_limits_are_written_out_whole_for_people_and_models(
+    budget: Budget, shown: str, said: str
+) -> None:
+    assert budget.describe() == shown
+    assert Budget.parse(shown) == budget  # what status shows, SEARCHFUSE_BUDGETS reads
+    refused = BudgetExhausted(budget, budget.limit)
+    assert said in refused.message
+    assert "e+" not in refused.message
+
+
+def test_status_shows_a_large_use_whole() -> None:
+    clock = FakeClock(MIDNIGHT)
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        transport=fake.transport(),
+        budgets=[Budget(10_000_000, unit="credits", per="router")],
+        prices={"tavily": 0.008},
+    )
+    with spend_scope(conversation="c-1"):
+        router.search("one")
+    line = router.budgets()[0].summary(router.now())
+    assert line == "10000000 credits per router: 1 used, 9999999 left"
