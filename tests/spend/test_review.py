@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from searchfuse import BadRequest, Budget, BudgetExhausted, Router, spend_scope
+from searchfuse import BadRequest, Budget, BudgetExhausted, NoKeyAvailable, Router, spend_scope
 from searchfuse.router.state import MemoryStore, Store
 from searchfuse.testing import FakeClock, FakeExa, FakeTavily
 
@@ -202,3 +202,47 @@ def test_status_shows_a_large_use_whole() -> None:
         router.search("one")
     line = router.budgets()[0].summary(router.now())
     assert line == "10000000 credits per router: 1 used, 9999999 left"
+
+
+# -- what a failure after the request was sent costs -----------------------------------------
+
+
+def test_an_answer_that_never_came_stays_counted_and_a_connection_never_made_is_given_back(
+    clock: FakeClock,
+) -> None:
+    """As docs/spend.md says: a read timeout may have been served and charged by the
+    provider, so it stays counted; a connection that failed was never a request."""
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        transport=fake.transport(),
+        budgets=[Budget(5, per="router")],
+        max_keys_per_call=1,
+    )
+    for fault, counted in (("connect", 0.0), ("timeout", 1.0)):
+        fake.fail_next(fault, path="/search")  # type: ignore[arg-type]
+        with pytest.raises(NoKeyAvailable):
+            router.search(f"fails: {fault}")
+        assert [b.used for b in router.budgets()] == [counted], fault
+        clock.advance(3600)  # past the key's cooldown
+
+
+async def test_retries_on_429_count_only_the_attempt_that_was_served(clock: FakeClock) -> None:
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+        async_transport=fake.transport(),
+        budgets=[Budget(2, per="router"), Budget(10, unit="credits", per="router")],
+        on_429="retry",
+    )
+    fake.fail_next(429, times=2, retry_after=1, path="/search")
+    result = await router.asearch("served on the third attempt", search_depth="advanced")
+    assert [row["used"] for row in result["searchfuse"]["budgets"]] == [1.0, 2.0]
+    assert len(fake.searches) == 3  # two 429s reached Tavily, and were not charged
+    await router.aclose()
