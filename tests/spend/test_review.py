@@ -9,7 +9,15 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from searchfuse import BadRequest, Budget, BudgetExhausted, NoKeyAvailable, Router, spend_scope
+from searchfuse import (
+    BadRequest,
+    Budget,
+    BudgetExhausted,
+    NoKeyAvailable,
+    Router,
+    guard,
+    spend_scope,
+)
 from searchfuse.router.state import MemoryStore, Store
 from searchfuse.testing import FakeClock, FakeExa, FakeTavily
 
@@ -246,3 +254,34 @@ async def test_retries_on_429_count_only_the_attempt_that_was_served(clock: Fake
     assert [row["used"] for row in result["searchfuse"]["budgets"]] == [1.0, 2.0]
     assert len(fake.searches) == 3  # two 429s reached Tavily, and were not charged
     await router.aclose()
+
+
+# -- cache hits ----------------------------------------------------------------------------
+
+
+def test_a_cache_hit_is_free_and_shows_no_other_conversations_budget(clock: FakeClock) -> None:
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        transport=fake.transport(),
+        budgets=[Budget(3, per="conversation")],
+    )
+
+    @guard(router=router, clock=clock, cache_match="near", per_turn=None)
+    def web_search(query: str) -> dict:
+        raise AssertionError("delegated to the router")
+
+    with spend_scope(conversation="c-1"):
+        web_search("python 3.13 release notes")
+        first = web_search("python 3.12 release notes")
+    assert first["searchfuse"]["budgets"][0]["used"] == 2.0  # c-1's own, this search included
+    with spend_scope(conversation="c-2"):
+        hit = web_search("Python 3.12 release notes?")
+    assert len(fake.searches) == 2  # the hit sent nothing
+    assert hit["results"] == first["results"]
+    # Nothing was counted for c-2, and c-1's figures are not c-2's to read.
+    assert "budgets" not in hit["searchfuse"]
+    assert [b.used for b in router.budgets(conversation="c-2")] == [0.0]
+    assert first["searchfuse"]["budgets"][0]["used"] == 2.0  # the searcher's own result kept
