@@ -89,8 +89,8 @@ def budgets_from_env(environ: Mapping[str, str]) -> tuple[Budget, ...]:
                     BUDGETS_VARIABLE,
                     None,
                     str(exc),
-                    'separate budgets with commas: "10 searches per conversation, '
-                    '20 usd per router a month"',
+                    "write each budget as LIMIT UNIT per WHOSE [a day | a month], separated "
+                    'by commas: "10 searches per conversation, 20 usd per router a month"',
                 ) from None
     return tuple(out)
 

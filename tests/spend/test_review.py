@@ -13,6 +13,7 @@ from searchfuse import (
     BadRequest,
     Budget,
     BudgetExhausted,
+    ConfigError,
     NoKeyAvailable,
     Router,
     guard,
@@ -285,3 +286,28 @@ def test_a_cache_hit_is_free_and_shows_no_other_conversations_budget(clock: Fake
     assert "budgets" not in hit["searchfuse"]
     assert [b.used for b in router.budgets(conversation="c-2")] == [0.0]
     assert first["searchfuse"]["budgets"][0]["used"] == 2.0  # the searcher's own result kept
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("1e400 searches per router", "the limit '1e400' must be a finite number of 0 or more"),
+        ("nan searches per router", "the limit 'nan' must be a finite number"),
+        ("-3 searches per user", "the limit '-3' must be a finite number of 0 or more"),
+        ("10 tokens per user", "'10 tokens per user': Budget(unit='tokens')"),
+    ],
+)
+def test_a_bad_budget_in_the_environment_quotes_what_was_written(
+    text: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SEARCHFUSE_BUDGETS", f"10 searches per conversation, {text}")
+    monkeypatch.setenv("TAVILY_API_KEYS", K1)
+    with pytest.raises(ConfigError) as refused:
+        Router.from_env(state=None)
+    assert says in str(refused.value)
+    assert "LIMIT UNIT per WHOSE" in str(refused.value)  # the fix says how to write one
+    assert "inf" not in str(refused.value).replace("finite", "")
+
+
+def test_a_budget_is_read_whatever_the_case_of_its_words() -> None:
+    assert Budget.parse("10 Searches per User a Day") == Budget(10, per="user", period="day")
