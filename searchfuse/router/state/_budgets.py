@@ -154,16 +154,16 @@ def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line 
         spent = live.used if live is not None else 0.0
         if spent + line.amount > line.limit + _SLACK:
             _touch(state, lines, now)
-            return _in(line, live, used=spent)
+            return _in(line, live, spent)
     return None
 
 
-def _in(line: Line, tally: Tally | None, **changes: float) -> Line:
-    """`line` as counted in `tally`'s period: a later one than the line's own when
-    another process's clock is ahead (then it also resets when that period ends)."""
+def _in(line: Line, tally: Tally | None, used: float) -> Line:
+    """`line` with `used`, counted in `tally`'s period: a later one than the line's
+    own when another process's clock is ahead (then it also resets when that ends)."""
     if tally is None or tally.period == line.period:
-        return replace(line, **changes)
-    return replace(line, period=tally.period, resets_at=period_end(tally.period), **changes)
+        return replace(line, used=used)
+    return replace(line, period=tally.period, resets_at=period_end(tally.period), used=used)
 
 
 def _touch(state: State, lines: Sequence[Line], now: float | None) -> None:
@@ -195,7 +195,7 @@ def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tup
             period = live.period if live is not None else line.period
             live = Tally(period, spent, _kept(line, live))
             state.set_tally(line.name, live)
-        out.append(_in(line, live, used=spent))
+        out.append(_in(line, live, spent))
     return tuple(out)
 
 
