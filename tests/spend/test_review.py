@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +29,22 @@ from .conftest import K1
 MIDNIGHT = 1796342400.0
 NEW_YEAR = 1798761600.0
 EXA_KEY = "exa-test-key-0001"
+
+
+def tavily(clock: FakeClock, *budgets: Budget, **options: Any) -> tuple[FakeTavily, Router]:
+    """A simulated Tavily and a router with `budgets` on a store of its own."""
+    fake = FakeTavily([K1], clock=clock)
+    router = Router(
+        [K1],
+        state=MemoryStore(),
+        clock=clock,
+        sleep=clock.advance,
+        transport=fake.transport(),
+        async_transport=fake.transport(),
+        budgets=list(budgets),
+        **options,
+    )
+    return fake, router
 
 
 def two_processes(
@@ -105,14 +122,7 @@ def test_a_day_ends_at_the_next_utc_midnight_to_the_fraction(
     now: float, left: float, label: str
 ) -> None:
     clock = FakeClock(now)
-    fake = FakeTavily([K1], clock=clock)
-    router = Router(
-        [K1],
-        state=MemoryStore(),
-        clock=clock,
-        transport=fake.transport(),
-        budgets=[Budget(1, per="router", period="day")],
-    )
+    fake, router = tavily(clock, Budget(1, per="router", period="day"))
     router.search("the last search of the day")
     with pytest.raises(BudgetExhausted) as refused:
         router.search("one more")
@@ -197,16 +207,7 @@ def test_limits_are_written_out_whole_for_people_and_models(
 
 
 def test_status_shows_a_large_use_whole() -> None:
-    clock = FakeClock(MIDNIGHT)
-    fake = FakeTavily([K1], clock=clock)
-    router = Router(
-        [K1],
-        state=MemoryStore(),
-        clock=clock,
-        transport=fake.transport(),
-        budgets=[Budget(10_000_000, unit="credits", per="router")],
-        prices={"tavily": 0.008},
-    )
+    _, router = tavily(FakeClock(MIDNIGHT), Budget(10_000_000, unit="credits", per="router"))
     with spend_scope(conversation="c-1"):
         router.search("one")
     line = router.budgets()[0].summary(router.now())
@@ -221,15 +222,7 @@ def test_an_answer_that_never_came_stays_counted_and_a_connection_never_made_is_
 ) -> None:
     """As docs/spend.md says: a read timeout may have been served and charged by the
     provider, so it stays counted; a connection that failed was never a request."""
-    fake = FakeTavily([K1], clock=clock)
-    router = Router(
-        [K1],
-        state=MemoryStore(),
-        clock=clock,
-        transport=fake.transport(),
-        budgets=[Budget(5, per="router")],
-        max_keys_per_call=1,
-    )
+    fake, router = tavily(clock, Budget(5, per="router"), max_keys_per_call=1)
     for fault, counted in (("connect", 0.0), ("timeout", 1.0)):
         fake.fail_next(fault, path="/search")  # type: ignore[arg-type]
         with pytest.raises(NoKeyAvailable):
@@ -239,17 +232,8 @@ def test_an_answer_that_never_came_stays_counted_and_a_connection_never_made_is_
 
 
 async def test_retries_on_429_count_only_the_attempt_that_was_served(clock: FakeClock) -> None:
-    fake = FakeTavily([K1], clock=clock)
-    router = Router(
-        [K1],
-        state=MemoryStore(),
-        clock=clock,
-        sleep=clock.advance,
-        transport=fake.transport(),
-        async_transport=fake.transport(),
-        budgets=[Budget(2, per="router"), Budget(10, unit="credits", per="router")],
-        on_429="retry",
-    )
+    budgets = Budget(2, per="router"), Budget(10, unit="credits", per="router")
+    fake, router = tavily(clock, *budgets, on_429="retry")
     fake.fail_next(429, times=2, retry_after=1, path="/search")
     result = await router.asearch("served on the third attempt", search_depth="advanced")
     assert [row["used"] for row in result["searchfuse"]["budgets"]] == [1.0, 2.0]
@@ -261,14 +245,7 @@ async def test_retries_on_429_count_only_the_attempt_that_was_served(clock: Fake
 
 
 def test_a_cache_hit_is_free_and_shows_no_other_conversations_budget(clock: FakeClock) -> None:
-    fake = FakeTavily([K1], clock=clock)
-    router = Router(
-        [K1],
-        state=MemoryStore(),
-        clock=clock,
-        transport=fake.transport(),
-        budgets=[Budget(3, per="conversation")],
-    )
+    fake, router = tavily(clock, Budget(3, per="conversation"))
 
     @guard(router=router, clock=clock, cache_match="near", per_turn=None)
     def web_search(query: str) -> dict:
