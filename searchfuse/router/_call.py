@@ -36,7 +36,7 @@ from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import blocked_reason
 from searchfuse.router.state import State
 
-__all__ = ["Attempt", "call_flow", "key_flow", "request_flow"]
+__all__ = ["Attempt", "call_flow", "fall_back", "key_flow", "request_flow"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -218,10 +218,10 @@ def _send(
             if charged is not None:
                 core.ledger.refund(entry, charged)  # the caller's own function failed
             raise
-        observe(core, entry, result)
         if answer.outcome is Outcome.OK:
             core.breaker.succeeded()
             return entry, result, charged
+        observe(core, entry, result)
         wait = _retry_wait(core, call, answer, attempt)
         if wait is None:
             break
@@ -330,22 +330,16 @@ def request_flow(
     timeout: float | None = None,
     deadline: float | None = None,
 ) -> Generator[Step, Any, dict[str, Any]]:
-    """A request to one of the provider's endpoints, served by a key or the fallback."""
+    """A request to one of the provider's endpoints, served by one of its keys."""
     provider = core.provider
     request = provider.build(path, body)
-    try:
-        entry, reply, charged = yield from key_flow(
-            core,
-            lambda e: Send(e, request, timeout),
-            deadline,
-            provider.cost(path, body, None),
-            path.strip("/"),
-        )
-    except NoKeyAvailable as exc:
-        # The fallback is a search function: it can stand in for a search only.
-        if core.fallback is None or path != provider.endpoints[0] or core.ledger.rate_limited():
-            raise
-        return (yield from _fall_back(core, body, exc))
+    entry, reply, charged = yield from key_flow(
+        core,
+        lambda e: Send(e, request, timeout),
+        deadline,
+        provider.cost(path, body, None),
+        path.strip("/"),
+    )
     try:
         data = reply.json()
     except ValueError:
@@ -357,6 +351,9 @@ def request_flow(
             f"{provider.title} answered {reply.status_code} with a body that is not a JSON object"
         )
     spent = core.ledger.settle(entry, charged, provider.cost(path, body, data), data)
+    # What the answer's headers say of the key (Brave: the month's last search) is
+    # applied after the success is settled, which would otherwise clear it.
+    observe(core, entry, reply)
     result = provider.normalize(path, data, body)
     result["searchfuse"] = {"served_by": provider.name, "key": entry.masked, "degraded": None}
     if spent:
@@ -364,10 +361,12 @@ def request_flow(
     return result
 
 
-def _fall_back(
+def fall_back(
     core: Core, body: Mapping[str, Any], exc: NoKeyAvailable
 ) -> Generator[Step, Any, dict[str, Any]]:
-    verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
+    """The fallback function's answer to `body` (the caller's parameters), when no
+    provider's key can serve (`exc` says why)."""
+    verdict = str(exc.diagnosis.verdict) if exc.diagnosis is not None else None
     log.info("no key can serve (%s); the fallback %s serves", verdict, core.fallback_name())
     assert core.fallback is not None
     served = yield Fallback(body, core.fallback)

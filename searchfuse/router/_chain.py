@@ -19,9 +19,14 @@ DESIGN's rules, in the order a call meets them:
 4. Busy is not broken: a provider whose keys are all at their rate makes the
    call wait (`max_wait`), unless `overflow=True`, when the next provider
    with room serves at once (`degraded.reason == "overflow"`).
-5. A parameter a provider cannot honour (its `check` refuses it) passes that
-   provider over for this call only; it is not a degradation of the provider.
-6. The fallback function, if any, is the last link, under the same rules.
+5. A parameter a provider cannot honour (its `check` refuses it: a topic it
+   has no index for, a `max_results` beyond its bound) passes that provider
+   over for this call only; it is not a degradation of the provider. Only
+   when every provider refuses does the caller see the first refusal.
+6. The fallback function, if any, is the last link, under the same rules: it
+   serves when every provider was passed over for a lasting failure or for
+   the parameters (not while a rate limit holds), with the parameters as the
+   caller gave them, and each provider passed over is named.
 """
 
 from __future__ import annotations
@@ -39,18 +44,18 @@ from searchfuse._format import duration
 from searchfuse._sansio import Step
 from searchfuse._wire import short_text, validate_base_url
 from searchfuse.errors import (
+    BadRequest,
     ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
     Throttled,
-    Unsupported,
 )
 from searchfuse.providers import _registry as registry
 from searchfuse.providers._base import Provider
 from searchfuse.providers.tavily import resolve_base_url
 from searchfuse.router._breaker import Breaker
-from searchfuse.router._call import request_flow
+from searchfuse.router._call import fall_back, request_flow
 from searchfuse.router._core import Core
 from searchfuse.router._http import HTTP
 from searchfuse.router._keys import Config, KeyEntry
@@ -58,9 +63,10 @@ from searchfuse.router._ledger import Ledger
 from searchfuse.router._options import RouterOptions
 from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
 from searchfuse.router._rates import key_rate
-from searchfuse.router.state import MAX_EVENTS, EventKind, Store
+from searchfuse.router.policy import Outcome
+from searchfuse.router.state import MAX_EVENTS, Availability, EventKind, KeyState, Store
 
-__all__ = ["Chain", "Passed", "Wiring", "build"]
+__all__ = ["Chain", "Passed", "Route", "Wiring", "build"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -84,8 +90,21 @@ _WHY = {
     "burst": "every key is cooling down",
 }
 
+#: A cooling key's part of the verdict, by its cooldown's reason.
+_COOLING = {str(Outcome.AUTH): "auth", str(Outcome.UPSTREAM): "upstream"}
+
 #: A provider's core and the body it would send (or its refusal of the parameters).
-Checked = tuple[Core, Mapping[str, Any] | Unsupported]
+Checked = tuple[Core, Mapping[str, Any] | BadRequest]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One request checked against every provider of the chain (`Chain.check`)."""
+
+    #: Each provider with the body it would send, or its refusal, in chain order.
+    links: list[Checked]
+    #: The parameters as the caller gave them (what the fallback function is given).
+    asked: Mapping[str, Any]
 
 
 @dataclass
@@ -107,7 +126,7 @@ class Chain:
         """Each provider's core, by name."""
         return {core.provider.name: core for core in self.cores}
 
-    def check(self, endpoint: str, body: Mapping[str, Any]) -> list[Checked]:
+    def check(self, endpoint: str, body: Mapping[str, Any]) -> Route:
         """`body` as each provider with `endpoint` would send it, or its refusal;
         raises the first refusal when no provider can send it (before anything runs)."""
         links = [core for core in self.cores if endpoint in core.provider.endpoints]
@@ -118,29 +137,31 @@ class Chain:
         for core in links:
             try:
                 checked.append((core, core.provider.check(endpoint, body)))
-            except Unsupported as exc:
+            except BadRequest as exc:
+                if exc.sent:
+                    raise
+                # One provider's bound (Brave's 20 results) is not every provider's.
                 checked.append((core, exc))
-        if all(isinstance(sent, Unsupported) for _, sent in checked):
-            raise next(sent for _, sent in checked if isinstance(sent, Unsupported))
-        return checked
+        if all(isinstance(sent, BadRequest) for _, sent in checked):
+            raise next(sent for _, sent in checked if isinstance(sent, BadRequest))
+        asked = {k: v for k, v in body.items() if v is not None}
+        return Route(checked, asked)
 
     def flow(
         self,
         endpoint: str,
-        checked: list[Checked],
+        route: Route,
         timeout: float | None = None,
         deadline: float | None = None,
     ) -> Generator[Step, Any, dict[str, Any]]:
         """One request down the chain (as `check` gave it): the first provider that can
-        serve it does."""
+        serve it does, else the fallback function."""
         passed: list[Passed] = []
-        failure: Exception | None = None
-        for i, (core, sent) in enumerate(checked):
-            last = i == len(checked) - 1
-            if isinstance(sent, Unsupported):
-                if last:
-                    assert failure is not None  # `check` refused a body no link can send
-                    raise failure
+        failure: NoKeyAvailable | None = None
+        failed: Core | None = None
+        for i, (core, sent) in enumerate(route.links):
+            last = i == len(route.links) - 1
+            if isinstance(sent, BadRequest):
                 passed.append(Passed(core.provider.name, "unsupported", short_text(str(sent))))
                 continue
             try:
@@ -148,28 +169,38 @@ class Chain:
             except (RateLimited, CooldownActive) as exc:
                 if last or core.options.on_429 != "retry":
                     raise  # rule 1: a rate limit is the caller's to wait out
-                failure = exc
                 why = f"rate-limited, held for {duration(exc.retry_after or 0.0)}"
                 passed.append(Passed(core.provider.name, "cooling", why))
                 continue
-            except Throttled as exc:
+            except Throttled:
                 if last or not self.overflow:
                     raise  # rule 4: busy is not broken
-                failure = exc
                 why = "every key is at its rate"
                 passed.append(Passed(core.provider.name, "overflow", why))
                 continue
             except NoKeyAvailable as exc:
-                if last:
-                    raise
-                failure = exc
-                verdict = str(exc.diagnosis.verdict if exc.diagnosis is not None else "config")
-                why = _WHY.get(verdict, "no key can serve")
-                passed.append(Passed(core.provider.name, verdict, why))
+                failure, failed = exc, core
+                passed.append(_passed_for(core, exc))
                 continue
             self._note(passed, result)
             return result
-        raise AssertionError("unreachable: the last link raises or serves")
+        # Every provider was passed over: the fallback function is the last link.
+        core = route.links[-1][0]
+        if failure is None or failed is None or not self._falls_back(core, failed, endpoint):
+            raise failure or _refusal(route)
+        result = yield from fall_back(core, route.asked, failure)
+        # A router of one provider says so at construction and on each fallback (INFO),
+        # as before chains: there is no chain to move down.
+        self._note(passed if len(self.cores) > 1 else [], result)
+        return result
+
+    @staticmethod
+    def _falls_back(core: Core, failed: Core, endpoint: str) -> bool:
+        """Whether the fallback function may serve: it stands in for a search only,
+        and never while a rate limit holds the provider that failed last (rule 1)."""
+        if core.fallback is None or endpoint != core.provider.endpoints[0]:
+            return False
+        return not failed.ledger.rate_limited()
 
     def _note(self, passed: list[Passed], result: dict[str, Any]) -> None:
         """Name the moves down: in the result always, in the log when they start and end."""
@@ -235,6 +266,35 @@ class Chain:
     def titles(self) -> dict[str, str]:
         """Each provider's name in messages."""
         return {core.provider.name: core.provider.title for core in self.cores}
+
+
+def _passed_for(core: Core, exc: NoKeyAvailable) -> Passed:
+    """Why a provider none of whose keys can serve is passed over: the refusal's
+    verdict, or, when that verdict says a key could serve (`"stale"`: a flag the
+    figures contradict), what the keys' records say now."""
+    verdict = str(exc.diagnosis.verdict if exc.diagnosis is not None else "config")
+    if verdict not in _WHY:
+        now, cands = core.ledger.snapshot()
+        kinds = {_kind(c.state, now) for c in cands}
+        verdict = kinds.pop() if len(kinds) == 1 else "upstream"
+    return Passed(core.provider.name, verdict, _WHY.get(verdict, "no key can serve"))
+
+
+def _kind(ks: KeyState, now: float) -> str:
+    """One key's part of a provider's verdict, from its availability."""
+    availability = ks.availability(now)
+    if availability is Availability.EXHAUSTED:
+        return "exhausted"
+    if availability is Availability.DISABLED:
+        return "config"
+    if availability is Availability.COOLING:
+        return _COOLING.get(ks.cooldown_reason or "", "cooling")
+    return "upstream"  # the state calls it available, and this call saw it fail
+
+
+def _refusal(route: Route) -> Exception:
+    """The first provider's refusal of the parameters (no provider could send them)."""
+    return next(sent for _, sent in route.links if isinstance(sent, BadRequest))
 
 
 @dataclass(frozen=True)

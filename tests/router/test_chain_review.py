@@ -1,0 +1,188 @@
+"""The chain under cases its first tests did not try, over real HTTP on loopback: a bound
+one provider cannot honour, the fallback behind providers that are not Tavily, a pass-over
+whose verdict would read "stale", and what each reached and was told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from searchfuse import BadRequest, Router
+from searchfuse.testing import FakeBrave, FakeClock, FakeExa, FakeSearXNG, FakeTavily
+
+TAVILY_KEY = "tvly-dev-test0001"
+EXA_KEY = "0a1b2c3d-0000-4000-8000-00000000e5a1"
+BRAVE_KEY = "BSAtest00000000000000000001"
+
+MODES = pytest.mark.parametrize("mode", ["sync", "async"])
+
+
+class Servers:
+    """Every simulator on its own loopback port, sharing the test's clock."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.tavily = FakeTavily(keys=[TAVILY_KEY], clock=clock)
+        self.exa = FakeExa(keys=[EXA_KEY], clock=clock)
+        self.brave = FakeBrave(keys=[BRAVE_KEY], clock=clock)
+        self.searxng = FakeSearXNG(clock=clock)
+        self.urls: dict[str, str] = {}
+
+    def router(self, keys: dict[str, list[str]], **kw: Any) -> Router:
+        named = {name: self.urls[name] for name in keys if name in ("exa", "brave")}
+        keys = {n: [self.urls["searxng"]] if n == "searxng" else k for n, k in keys.items()}
+        return Router(
+            keys,
+            base_url=self.urls["tavily"],
+            base_urls=named,
+            clock=self.clock,
+            sleep=self.clock.advance,
+            **kw,
+        )
+
+
+@pytest.fixture
+def servers(fake_clock: FakeClock) -> Iterator[Servers]:
+    s = Servers(fake_clock)
+    with (
+        s.tavily.serve() as tavily,
+        s.exa.serve() as exa,
+        s.brave.serve() as brave,
+        s.searxng.serve() as searxng,
+    ):
+        s.urls = {"tavily": tavily, "exa": exa, "brave": brave, "searxng": searxng}
+        yield s
+
+
+def search(router: Router, mode: str, query: str = "q", **params: Any) -> dict[str, Any]:
+    if mode == "sync":
+        return router.search(query, **params)
+    return asyncio.run(router.asearch(query, **params))
+
+
+def _moves(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "passed over" in r.getMessage()]
+
+
+@MODES
+def test_a_bound_one_provider_cannot_honour_passes_it_over(servers: Servers, mode: str) -> None:
+    # Brave returns at most 20 results, Tavily too; Exa up to 100.
+    for head in ("brave", "tavily"):
+        key = BRAVE_KEY if head == "brave" else TAVILY_KEY
+        router = servers.router({head: [key], "exa": [EXA_KEY]})
+        result = search(router, mode, max_results=50)
+        assert result["searchfuse"]["served_by"] == "exa"
+        assert result["searchfuse"]["degraded"] == {
+            "from": head,
+            "reason": "unsupported",
+            "serving": "exa",
+        }
+    assert servers.brave.searches == [] and servers.tavily.searches == []
+    assert [r.body["numResults"] for r in servers.exa.searches] == [50, 50]  # type: ignore[index]
+    # A value no provider can send is the caller's to fix: nothing is sent anywhere.
+    router = servers.router({"brave": [BRAVE_KEY], "exa": [EXA_KEY]})
+    with pytest.raises(BadRequest) as raised:
+        search(router, mode, max_results="many")
+    assert raised.value.sent is False and "Brave" in str(raised.value)
+    assert len(servers.exa.searches) == 2 and servers.brave.searches == []
+
+
+@MODES
+def test_the_fallback_is_the_last_link_after_a_provider_that_cannot_honour(
+    servers: Servers, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def fallback(query: str, **params: Any) -> dict[str, Any]:
+        asked.append((query, params))
+        return {"query": query, "results": [{"title": "t", "url": "https://local/1"}]}
+
+    async def afallback(query: str, **params: Any) -> dict[str, Any]:
+        return fallback(query, **params)
+
+    servers.exa.revoke(EXA_KEY)
+    router = servers.router(
+        {"exa": [EXA_KEY], "searxng": ["-"]}, fallback=fallback if mode == "sync" else afallback
+    )
+    # Exa rejects its key; SearXNG cannot limit results to a domain: the fallback serves.
+    result = search(router, mode, "rust", max_results=3, include_domains=["rust-lang.org"])
+    assert result["searchfuse"]["served_by"] == "fallback"
+    assert result["searchfuse"]["degraded"] == {
+        "from": "exa",
+        "reason": "auth",
+        "serving": "fallback",
+    }
+    assert asked == [("rust", {"max_results": 3, "include_domains": ["rust-lang.org"]})]
+    assert servers.searxng.searches == []
+    assert [m for m in _moves(caplog)] == [
+        "Exa is passed over (auth: every key was rejected (401/403)); fallback serves instead"
+    ]
+
+
+@MODES
+def test_the_fallback_is_given_the_callers_parameters_behind_any_provider(
+    servers: Servers, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def fallback(query: str, **params: Any) -> dict[str, Any]:
+        asked.append((query, params))
+        return {"query": query, "results": []}
+
+    async def afallback(query: str, **params: Any) -> dict[str, Any]:
+        return fallback(query, **params)
+
+    servers.tavily.revoke(TAVILY_KEY)
+    servers.brave.revoke(BRAVE_KEY)
+    router = servers.router(
+        {"tavily": [TAVILY_KEY], "brave": [BRAVE_KEY]},
+        fallback=fallback if mode == "sync" else afallback,
+    )
+    result = search(router, mode, "zig", max_results=4, time_range="week")
+    # Brave's wire format (`q`, `count`, `freshness`) is Brave's; the fallback gets Tavily's.
+    assert asked == [("zig", {"max_results": 4, "time_range": "week"})]
+    assert result["searchfuse"]["served_by"] == "fallback"
+    assert [r.status for r in servers.brave.searches] == [422]
+    # Every provider the call went past is named, the last one too.
+    assert [m.split(" (")[0] for m in _moves(caplog)] == [
+        "Tavily is passed over",
+        "Brave is passed over",
+    ]
+
+
+@MODES
+def test_a_key_flagged_exhausted_is_passed_over_as_exhausted_not_stale(
+    servers: Servers, mode: str
+) -> None:
+    router = servers.router({"tavily": [TAVILY_KEY], "exa": [EXA_KEY]})
+    # A 432 flags the key exhausted, while Tavily's /usage still shows room: the
+    # diagnosis of the key reads "stale", but the key is out of the chain for now.
+    servers.tavily.fail_next(432, path="/search")
+    first = search(router, mode)
+    second = search(router, mode, "again")
+    for result in (first, second):
+        assert result["searchfuse"]["degraded"] == {
+            "from": "tavily",
+            "reason": "exhausted",
+            "serving": "exa",
+        }
+    assert [r.status for r in servers.tavily.searches] == [432]
+
+
+def test_brave_s_last_search_of_the_month_makes_a_fresh_key_exhausted(servers: Servers) -> None:
+    # The key's first answer through this router is its month's last: Brave's headers
+    # say 0 left, and nothing more is sent to Brave this month.
+    servers.brave.set_spent(BRAVE_KEY, 1999)
+    router = servers.router({"brave": [BRAVE_KEY], "exa": [EXA_KEY]})
+    assert router.search("q")["searchfuse"]["served_by"] == "brave"
+    (brave, _) = router.status()
+    assert brave.state == "exhausted"
+    servers.clock.advance(2)
+    result = router.search("next")
+    assert result["searchfuse"]["served_by"] == "exa"
+    assert result["searchfuse"]["degraded"]["reason"] == "exhausted"
+    assert [r.status for r in servers.brave.searches] == [200]
