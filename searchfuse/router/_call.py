@@ -159,7 +159,8 @@ def _sync(
     call.synced = True
     status, outcome = record_probe(core, entry, (yield Probe(entry)))
     if outcome is Outcome.AUTH or outcome is Outcome.EXHAUSTED:
-        call.fail(entry, f"/usage answered {status}", outcome)
+        probe = core.provider.probe()
+        call.fail(entry, f"{probe.path if probe else 'the probe'} answered {status}", outcome)
         return False
     # Any other failure of the probe (5xx, 404, a redirect, no answer): it is an
     # optimisation, the search goes ahead on this key.

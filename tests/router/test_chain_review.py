@@ -186,3 +186,49 @@ def test_brave_s_last_search_of_the_month_makes_a_fresh_key_exhausted(servers: S
     assert result["searchfuse"]["served_by"] == "exa"
     assert result["searchfuse"]["degraded"]["reason"] == "exhausted"
     assert [r.status for r in servers.brave.searches] == [200]
+
+
+def _texts(diagnosis: Any) -> str:
+    parts = [diagnosis.advice]
+    for step in diagnosis.steps:
+        parts.append(step.finding)
+        parts.extend(str(ev) for ev in step.evidence)
+    return "\n".join(parts)
+
+
+def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
+    servers.brave.set_spent(BRAVE_KEY, 1999)
+    router = servers.router({"brave": [BRAVE_KEY], "exa": [EXA_KEY], "searxng": ["-"]})
+    router.search("the month's last")
+    # Exa fails: its only key parks after a 503.
+    servers.exa.fail_next(503)
+    servers.clock.advance(2)
+    assert router.search("next")["searchfuse"]["served_by"] == "searxng"
+    healthz = len([r for r in servers.searxng.requests if r.path == "/healthz"])
+    for probe in (False, True):
+        diagnosis = router.diagnose(probe=probe)
+        assert diagnosis.verdict == "healthy"
+        assert diagnosis.by_provider == {
+            "brave": "exhausted",
+            "exa": "upstream",
+            "searxng": "healthy",
+        }
+        text = _texts(diagnosis)
+        findings = {s.name: s.finding for s in diagnosis.steps}
+        # Tavily's /usage is no part of a chain without Tavily.
+        assert "/usage" not in text and "Tavily" not in text
+        assert "Brave: not probed: a probe costs a search" in findings["probe"]
+        assert "Exa: not probed: a probe costs a search" in findings["probe"]
+        assert "Exa: upstream: Exa failed for every key" in findings["verdict"]
+        assert (
+            "Brave: exhausted: every key is out of credits until the month rolls"
+            in (findings["verdict"])
+        )
+    assert "SearXNG: /healthz answered 200 for 1 of 1" in findings["probe"]
+    probes = [r.status for r in servers.searxng.requests if r.path == "/healthz"]
+    assert probes[healthz:] == [200]  # the one probe of diagnose(probe=True)
+    # Only SearXNG's free probe was asked: no search was spent by the diagnosis.
+    assert [r.status for r in servers.brave.searches] == [200]
+    assert [r.status for r in servers.exa.searches] == [503]
+    brave = router.status()[0]
+    assert brave.blocked_reason == "quota exhausted (waits for the month to roll)"
