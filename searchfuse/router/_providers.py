@@ -17,7 +17,15 @@ from searchfuse._wire import validate_base_url
 from searchfuse.errors import ConfigError
 from searchfuse.providers._registry import PROVIDERS, looks_like
 
-__all__ = ["DEFAULT", "check_order", "check_owner", "check_provider", "check_url", "items_of"]
+__all__ = [
+    "DEFAULT",
+    "check_order",
+    "check_owner",
+    "check_provider",
+    "check_url",
+    "items_of",
+    "misplaced",
+]
 
 #: The provider of an entry that names none (every keys file before the chain).
 DEFAULT = "tavily"
@@ -51,13 +59,19 @@ def check_url(value: Any, provider: str, source: str, where: str) -> str:
         raise ConfigError(source, where, exc.problem, fix) from None
 
 
-def check_owner(key: str, provider: str, source: str, where: str) -> None:
-    """Refuse a key that plainly belongs to another provider than the one it is under."""
+def misplaced(key: str, provider: str) -> str | None:
+    """The provider `key` plainly belongs to when that is not `provider` (else `None`)."""
     own = PROVIDERS[provider].key_shape
     if own is not None and own.match(key):
-        return
+        return None
     other = looks_like(key)
-    if other is None or other == provider:
+    return None if other is None or other == provider else other
+
+
+def check_owner(key: str, provider: str, source: str, where: str) -> None:
+    """Refuse a key that plainly belongs to another provider than the one it is under."""
+    other = misplaced(key, provider)
+    if other is None:
         return
     title, theirs = PROVIDERS[provider].title, PROVIDERS[other].title
     raise ConfigError(

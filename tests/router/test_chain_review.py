@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from searchfuse import BadRequest, Router
+from searchfuse import BadRequest, ConfigError, Router
 from searchfuse.testing import FakeBrave, FakeClock, FakeExa, FakeSearXNG, FakeTavily
 
 TAVILY_KEY = "tvly-dev-test0001"
@@ -232,3 +232,40 @@ def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
     assert [r.status for r in servers.exa.searches] == [503]
     brave = router.status()[0]
     assert brave.blocked_reason == "quota exhausted (waits for the month to roll)"
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "problem", "fix"),
+    [
+        (
+            {"EXA_API_KEYS": f"{EXA_KEY},{TAVILY_KEY}"},
+            "EXA_API_KEYS",
+            "key 2 of 2: tvly-dev-…0001 looks like Tavily's key, not Exa's",
+            "move it to TAVILY_API_KEYS",
+        ),
+        (
+            {"TAVILY_API_KEY": BRAVE_KEY},
+            "TAVILY_API_KEY",
+            "key 1 of 1: …0001 looks like Brave's key, not Tavily's",
+            "move it to BRAVE_API_KEYS",
+        ),
+        (
+            {"SEARXNG_URL": "searx.local:8888"},
+            "SEARXNG_URL",
+            "has no http:// or https:// scheme",
+            "SEARXNG_URL=http://127.0.0.1:8888",
+        ),
+    ],
+)
+def test_a_mistake_in_the_environment_names_the_variable_and_its_own_fix(
+    env: dict[str, str], field: str, problem: str, fix: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        Router.from_env(environ=env)
+    error = raised.value
+    assert (error.source, error.field) == ("environment", field)
+    assert problem in error.problem and fix in error.fix
+    for value in env.values():  # no key of any provider in the message
+        if value not in ("exa", "searx.local:8888"):
+            for key in value.split(","):
+                assert key not in str(error)
