@@ -31,42 +31,29 @@ DESIGN's rules, in the order a call meets them:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import math
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from searchfuse._format import duration
 from searchfuse._sansio import Step
-from searchfuse._wire import short_text, validate_base_url
+from searchfuse._wire import short_text
 from searchfuse.errors import (
     BadRequest,
-    ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
     Throttled,
 )
-from searchfuse.providers import _registry as registry
-from searchfuse.providers._base import Provider
-from searchfuse.providers.tavily import resolve_base_url
-from searchfuse.router._breaker import Breaker
 from searchfuse.router._call import fall_back, request_flow
 from searchfuse.router._core import Core
-from searchfuse.router._http import HTTP
-from searchfuse.router._keys import Config, KeyEntry
-from searchfuse.router._ledger import Ledger
-from searchfuse.router._options import RouterOptions
-from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
-from searchfuse.router._rates import key_rate
 from searchfuse.router.policy import Outcome
-from searchfuse.router.state import MAX_EVENTS, Availability, EventKind, KeyState, Store
+from searchfuse.router.state import MAX_EVENTS, Availability, EventKind, KeyState
 
-__all__ = ["Chain", "Passed", "Route", "Wiring", "build"]
+__all__ = ["Chain", "Passed", "Route"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -79,6 +66,11 @@ class Passed:
     reason: str
     detail: str
 
+
+#: Seconds between two looks at the store's event log, per provider served, for a move
+#: down another router named (its return is then named within this delay).
+FLEET_LOOK = 60.0
+_DOWN = EventKind.PASSED_OVER
 
 #: Why a provider whose keys cannot serve is passed over, by the diagnosis's verdict.
 _WHY = {
@@ -115,6 +107,8 @@ class Chain:
     overflow: bool = False
     #: The providers being passed over now, and why: each move is logged once.
     _down: dict[str, str] = field(default_factory=dict)
+    #: When this router last read the store's event log for each provider's moves.
+    _looked: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -221,6 +215,8 @@ class Chain:
             if serving in self._down:
                 del self._down[serving]
                 ended.append(serving)
+        if not ended and self._fleet_look_due(serving) and self._said(serving, _DOWN):
+            ended.append(serving)  # another router sharing the store named the move down
         titles = self.titles()
         for p in started:
             if self._said(p.name, EventKind.PASSED_OVER):
@@ -239,6 +235,20 @@ class Chain:
                 continue
             log.info("%s serves again", titles.get(name, name))
             self._log_event(EventKind.SERVES_AGAIN, name, "serves again")
+
+    def _fleet_look_due(self, provider: str) -> bool:
+        """Whether to read the store's event log for a move down of `provider` that
+        another router named (at most once per `FLEET_LOOK` seconds per provider, not
+        on every search), so that its return is named too and its next move down is
+        not taken for the one already named."""
+        if provider not in self.by_provider() or len(self.cores) == 1:
+            return False
+        now = self.first.ledger.now()
+        with self._lock:
+            if now - self._looked.get(provider, -math.inf) < FLEET_LOOK:
+                return False
+            self._looked[provider] = now
+        return True
 
     def _said(self, provider: str, kind: str) -> bool:
         """Whether the store's event log already says `kind` is the latest move of
@@ -295,100 +305,3 @@ def _kind(ks: KeyState, now: float) -> str:
 def _refusal(route: Route) -> Exception:
     """The first provider's refusal of the parameters (no provider could send them)."""
     return next(sent for _, sent in route.links if isinstance(sent, BadRequest))
-
-
-@dataclass(frozen=True)
-class Wiring:
-    """What every core of a router shares: where to send, how, and what to hide."""
-
-    environ: Mapping[str, str]
-    base_url: str | None
-    base_urls: Mapping[str, str]
-    timeout: httpx.Timeout | float | None
-    transport: httpx.BaseTransport | None
-    async_transport: httpx.AsyncBaseTransport | None
-    secrets: tuple[str, ...]
-    scrub: Callable[[str], str]
-    breaker_threshold: int
-
-
-def build(
-    config: Config,
-    options: RouterOptions,
-    store: Store,
-    wiring: Wiring,
-    fallback: Callable[..., Any] | None,
-    overflow: bool,
-) -> Chain:
-    """One core per provider of `config`, in chain order, over one `store`."""
-    names = config.providers or (DEFAULT_PROVIDER,)
-    _check_base_urls(wiring.base_urls, names)
-    retry = options.on_429 == "retry" and len(names) > 1
-    cores: list[Core] = []
-    for i, name in enumerate(names):
-        try:
-            provider = registry.lookup(name)
-        except LookupError as exc:
-            raise ConfigError(
-                config.source, "providers", str(exc), f'remove "{name}" and its keys'
-            ) from None
-        entries = tuple(e for e in config.keys if e.provider == name)
-        last = i == len(names) - 1
-        # overflow: a busy provider that is not the last waits for nothing (rule 4).
-        opts = options if last or not overflow else dataclasses.replace(options, max_wait=0.0)
-        rates = {e.fingerprint: key_rate(e, wiring.environ) for e in entries}
-        ledger = Ledger(store, entries, rates, opts, wiring.scrub, own_holds_only=retry)
-        http = HTTP(
-            _address(provider, entries, wiring),
-            provider.headers,
-            timeout=wiring.timeout,
-            transport=wiring.transport,
-            async_transport=wiring.async_transport,
-            url_keyed=provider.key_is_url,
-        )
-        breaker = Breaker(wiring.breaker_threshold)
-        fb = fallback if last else None
-        core = Core(opts, ledger, provider, http, breaker, wiring.secrets, wiring.environ, fb)
-        core.scrub = wiring.scrub
-        cores.append(core)
-    links = {core.provider.name: core for core in cores}
-    for core in cores:
-        core.links = links
-    return Chain(tuple(cores), overflow)
-
-
-def _check_base_urls(base_urls: Mapping[str, str], names: tuple[str, ...]) -> None:
-    for name in base_urls:
-        if name not in registry.PROVIDERS:
-            known = ", ".join(registry.PROVIDERS)
-            raise ConfigError(
-                "base_urls", name, "not a provider searchfuse knows", f"use one of {known}"
-            )
-        if registry.PROVIDERS[name].url_keyed:
-            raise ConfigError(
-                "base_urls",
-                name,
-                "a SearXNG instance's address is its key",
-                'name the instance in the keys: Router({"searxng": ["http://..."]})',
-            )
-
-
-def _address(provider: Provider, entries: tuple[KeyEntry, ...], wiring: Wiring) -> str:
-    """The provider's address: `base_urls=` (Tavily: `base_url=`), else its
-    `*_BASE_URL` variable, else its public address (SearXNG: its first instance)."""
-    name = provider.name
-    if registry.PROVIDERS[name].url_keyed:
-        return entries[0].key if entries else provider.default_base_url
-    given = wiring.base_urls.get(name)
-    if name == DEFAULT_PROVIDER and (wiring.base_url or not given):
-        return resolve_base_url(wiring.base_url, wiring.environ)
-    if given:
-        return validate_base_url(
-            given, f"base_urls[{name!r}]", provider.title, provider.default_base_url
-        )
-    env = wiring.environ.get(provider.base_url_env)
-    if env:
-        return validate_base_url(
-            env, provider.base_url_env, provider.title, provider.default_base_url
-        )
-    return provider.default_base_url

@@ -17,7 +17,7 @@ from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _chainview, _deadline
+from searchfuse.router import _admin, _chainbuild, _chainview, _deadline
 from searchfuse.router._call import call_flow
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
@@ -174,11 +174,11 @@ class Router:
         self._secrets = secrets = KnownKeys(entry.key for entry in self.config.keys)
         urls = dict(base_urls or {})
         transports = (timeout, transport, async_transport)
-        wiring = _chain.Wiring(
+        wiring = _chainbuild.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
         store = open_store(state)
-        self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
+        self._chain = _chainbuild.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
         self._rpm = {fp: r.requests for c in self._chain.cores for fp, r in c.ledger.rates.items()}

@@ -6,7 +6,9 @@ whose verdict would read "stale", and what each reached and was told.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,3 +271,39 @@ def test_a_mistake_in_the_environment_names_the_variable_and_its_own_fix(
         if value not in ("exa", "searx.local:8888"):
             for key in value.split(","):
                 assert key not in str(error)
+
+
+def test_a_return_and_the_next_move_down_are_named_by_whichever_router_sees_them(
+    servers: Servers, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two routers sharing SQLite (two processes of a fleet): one meets Tavily's outage
+    and names it; only the other serves after it ends, and meets the next outage."""
+    state = tmp_path / "state" / "searchfuse.db"
+    one, two = (
+        servers.router({"tavily": [TAVILY_KEY], "exa": [EXA_KEY]}, state=state) for _ in "12"
+    )
+    caplog.set_level(logging.INFO, "searchfuse")
+    servers.tavily.fail_next(503, times=None, path="/search")
+    for i in range(3):
+        assert one.search(f"down{i}")["searchfuse"]["served_by"] == "exa"
+    servers.tavily.clear_faults()
+    servers.clock.advance(3600)
+    for i in range(3):
+        assert two.search(f"back{i}")["searchfuse"]["served_by"] == "tavily"
+    servers.tavily.fail_next(503, times=None, path="/search")
+    servers.clock.advance(1)
+    for i in range(4):
+        router = (two, one)[i % 2]
+        assert router.search(f"again{i}")["searchfuse"]["served_by"] == "exa"
+    moves = [
+        (r.levelno, r.getMessage().split(" (")[0])
+        for r in caplog.records
+        if "passed over" in r.getMessage() or "serves again" in r.getMessage()
+    ]
+    assert moves == [
+        (logging.WARNING, "Tavily is passed over"),
+        (logging.INFO, "Tavily serves again"),
+        (logging.WARNING, "Tavily is passed over"),
+    ]
+    kinds = [e.kind for e in one.events(200) if e.kind in ("passed_over", "serves_again")]
+    assert kinds == ["passed_over", "serves_again", "passed_over"]  # newest first
