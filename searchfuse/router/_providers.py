@@ -15,10 +15,11 @@ from typing import Any
 from searchfuse._secrets import mask
 from searchfuse._wire import validate_base_url
 from searchfuse.errors import ConfigError
-from searchfuse.providers._registry import PROVIDERS, looks_like
+from searchfuse.providers._registry import PROVIDERS, looks_like, lookup
 
 __all__ = [
     "DEFAULT",
+    "check_no_url",
     "check_order",
     "check_owner",
     "check_provider",
@@ -57,6 +58,24 @@ def check_url(value: Any, provider: str, source: str, where: str) -> str:
         return validate_base_url(value, where, title, "http://127.0.0.1:8888")
     except ConfigError as exc:
         raise ConfigError(source, where, exc.problem, fix) from None
+
+
+def check_no_url(item: Mapping[str, Any], provider: str, source: str, where: str) -> None:
+    """Refuse a `url` on the entry of a provider whose key is not an address: it would
+    be ignored, and the requests would go where the writer did not mean."""
+    if "url" not in item:
+        return
+    spec = PROVIDERS[provider]
+    variable = lookup(provider).base_url_env
+    option = "base_url=..." if provider == DEFAULT else f'base_urls={{"{provider}": ...}}'
+    raise ConfigError(
+        source,
+        f"{where}.url",
+        f"only a SearXNG entry has a url (its instance's address); {spec.title}'s keys "
+        f"are sent to {spec.title}'s API",
+        f'remove "url"; to send {spec.title} requests elsewhere, set {variable} or '
+        f"Router({option})",
+    )
 
 
 def misplaced(key: str, provider: str) -> str | None:

@@ -6,6 +6,7 @@ whose verdict would read "stale", and what each reached and was told.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,3 +308,33 @@ def test_a_return_and_the_next_move_down_are_named_by_whichever_router_sees_them
     ]
     kinds = [e.kind for e in one.events(200) if e.kind in ("passed_over", "serves_again")]
     assert kinds == ["passed_over", "serves_again", "passed_over"]  # newest first
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix"),
+    [
+        (
+            {"provider": "exa", "key": EXA_KEY, "url": "http://127.0.0.1:9"},
+            'set EXA_BASE_URL or Router(base_urls={"exa": ...})',
+        ),
+        (
+            {"key": TAVILY_KEY, "url": "http://127.0.0.1:9"},
+            "set TAVILY_BASE_URL or Router(base_url=...)",
+        ),
+    ],
+)
+def test_a_url_on_an_entry_whose_key_is_not_an_address_is_refused(
+    tmp_path: Path, entry: dict[str, str], fix: str
+) -> None:
+    path = tmp_path / "config" / "keys.json"
+    path.parent.mkdir()
+    text = json.dumps({"format_version": 2, "keys": [entry]})
+    path.write_text(text)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError) as raised:
+        Router.from_config(path)
+    error = raised.value
+    assert (error.source, error.field) == (str(path), "keys[0].url")
+    assert "only a SearXNG entry has a url" in error.problem and fix in error.fix
+    assert EXA_KEY not in str(error) and TAVILY_KEY not in str(error)
+    assert path.read_text() == text  # the file is left as it was
