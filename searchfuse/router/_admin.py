@@ -12,6 +12,7 @@ from searchfuse._sansio import Step
 from searchfuse.errors import CooldownActive
 from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._keys import KeyEntry
+from searchfuse.router._observe import observe
 from searchfuse.router._refusals import no_key
 from searchfuse.router._steps import Probe, Send
 from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
@@ -122,6 +123,16 @@ def _spend_probe(core: Core, entry: KeyEntry) -> Generator[Step, Any, ProbeResul
     answer = classify(core, result)
     name = provider.name
     if answer.outcome is Outcome.OK:
+        # The key served: that ends a cooldown or an exhausted flag as any served
+        # search does (the check would be worthless if the router kept refusing it),
+        # the search is counted, and what its headers say of the key is applied.
+        try:
+            data = result.json()
+        except ValueError:
+            data = None
+        data = data if isinstance(data, dict) else None
+        core.ledger.settle(entry, None, provider.cost(provider.endpoints[0], body, data), data)
+        observe(core, entry, result)
         note = "ok (a search was spent)"
         return ProbeResult(entry.masked, entry.fingerprint, answer.status, note, name)
     core.ledger.react(entry, answer)
