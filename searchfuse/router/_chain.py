@@ -10,7 +10,9 @@ DESIGN's rules, in the order a call meets them:
    runs the held provider is passed over. With `"failover"` every key of the
    provider is tried first; then it is out of keys (rule 2).
 2. A lasting failure passes a provider over: no key can serve
-   (`NoKeyAvailable`: disabled, auth-cooled, exhausted, failing, breaker open).
+   (`NoKeyAvailable`: disabled, auth-cooled, exhausted, failing, breaker open),
+   or the provider answers as misconfigured (a SearXNG instance with JSON
+   output off: `ConfigError`, reason `"config"`).
 3. Every move down is named: one WARNING when a provider starts being passed
    over (which, why, who serves instead), one INFO when it serves again, and
    `result["searchfuse"]["degraded"]` on every result meanwhile. Once per
@@ -43,6 +45,7 @@ from searchfuse._sansio import Step
 from searchfuse._wire import short_text
 from searchfuse.errors import (
     BadRequest,
+    ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
@@ -176,6 +179,13 @@ class Chain:
                 failure, failed = exc, core
                 passed.append(_passed_for(core, exc))
                 continue
+            except (ConfigError, BadRequest) as exc:
+                if last or (isinstance(exc, BadRequest) and not exc.sent):
+                    raise
+                # A misconfigured instance (SearXNG without JSON output) lasts: rule 2.
+                # A request this provider refused (400) may be another's to serve: rule 5.
+                passed.append(_refused(core, exc))
+                continue
             self._note(passed, result)
             return result
         # Every provider was passed over: the fallback function is the last link.
@@ -288,6 +298,13 @@ def _passed_for(core: Core, exc: NoKeyAvailable) -> Passed:
         kinds = {_kind(c.state, now) for c in cands}
         verdict = kinds.pop() if len(kinds) == 1 else "upstream"
     return Passed(core.provider.name, verdict, _WHY.get(verdict, "no key can serve"))
+
+
+def _refused(core: Core, exc: ConfigError | BadRequest) -> Passed:
+    """A provider that answered this request as misconfigured, or refused it."""
+    if isinstance(exc, ConfigError):
+        return Passed(core.provider.name, "config", short_text(exc.problem))
+    return Passed(core.provider.name, "unsupported", short_text(exc.detail or str(exc)))
 
 
 def _kind(ks: KeyState, now: float) -> str:

@@ -338,3 +338,46 @@ def test_a_url_on_an_entry_whose_key_is_not_an_address_is_refused(
     assert "only a SearXNG entry has a url" in error.problem and fix in error.fix
     assert EXA_KEY not in str(error) and TAVILY_KEY not in str(error)
     assert path.read_text() == text  # the file is left as it was
+
+
+@MODES
+def test_a_misconfigured_instance_passes_searxng_over(
+    servers: Servers, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers.searxng.json_enabled = False  # search.formats lacks json: every search is a 403
+    router = servers.router({"searxng": ["-"], "exa": [EXA_KEY]})
+    results = [search(router, mode, f"q{i}") for i in range(3)]
+    assert all(
+        r["searchfuse"]["degraded"] == {"from": "searxng", "reason": "config", "serving": "exa"}
+        for r in results
+    )
+    assert len(servers.exa.searches) == 3
+    (warning,) = _moves(caplog)
+    assert "SearXNG is passed over (config:" in warning
+    assert "add json to search.formats" in warning and "Exa serves instead" in warning
+    # Alone, the instance's fix is the caller's to make.
+    alone = servers.router({"searxng": ["-"]})
+    with pytest.raises(ConfigError, match=r"search\.formats"):
+        search(alone, mode)
+
+
+@MODES
+def test_a_request_one_provider_refuses_is_served_by_the_next(servers: Servers, mode: str) -> None:
+    router = servers.router({"exa": [EXA_KEY], "tavily": [TAVILY_KEY]})
+    servers.exa.fail_next(400, detail="numResults is above your plan's limit")
+    result = search(router, mode, max_results=12)
+    assert result["searchfuse"]["served_by"] == "tavily"
+    assert result["searchfuse"]["degraded"] == {
+        "from": "exa",
+        "reason": "unsupported",
+        "serving": "tavily",
+    }
+    (refused,) = servers.exa.searches
+    assert refused.status == 400
+    # The key that was refused a request is not penalised: the next search uses it.
+    assert search(router, mode, "next")["searchfuse"]["served_by"] == "exa"
+    # The last provider's refusal reaches the caller, with its words.
+    servers.tavily.fail_next(400, detail="query is malformed", path="/search")
+    servers.exa.fail_next(400, detail="query is malformed")
+    with pytest.raises(BadRequest, match="Tavily rejected the request"):
+        search(router, mode, "third")
