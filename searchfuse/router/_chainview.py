@@ -45,12 +45,16 @@ def probe_flow(cores: Sequence[Core], spend: bool) -> Generator[Step, Any, list[
 
 
 def ensure_available(cores: Sequence[Core]) -> None:
-    """Return when some provider can serve now; else raise the first provider's refusal.
+    """Return when some provider, or the fallback function, can serve now; else raise
+    the first provider's refusal.
 
     A hold raises at once when the chain would not move past it (`on_429="stop"`).
+    The fallback serves after every provider was passed over for a lasting failure,
+    unless a rate limit holds the last provider (as `Chain.flow` decides).
     """
     first: Exception | None = None
     held: Exception | None = None
+    failed: Core | None = None
     for core in cores:
         try:
             _admin.ensure_available(core)
@@ -60,7 +64,10 @@ def ensure_available(cores: Sequence[Core]) -> None:
                 raise
             held = exc
         except NoKeyAvailable as exc:
-            first = first or exc
+            first, failed = first or exc, core
+    last = cores[-1]
+    if failed is last and last.fallback is not None and not last.ledger.rate_limited():
+        return
     failure = first or held
     assert failure is not None
     raise failure

@@ -324,11 +324,12 @@ class Router:
         return await adrive(self._core, call_flow(self._core, deadline), fn, deadline)
 
     def ensure_available(self) -> None:
-        """Raise if no key can serve right now; no request is sent.
+        """Raise if no key (nor the fallback function) can serve right now; no request
+        is sent.
 
         [`CooldownActive`][searchfuse.errors.CooldownActive] while the router-wide hold
         runs, [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is
-        cooling, exhausted or disabled.
+        cooling, exhausted or disabled and no fallback can stand in.
         """
         _chainview.ensure_available(self._chain.cores)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from searchfuse import BadRequest, ConfigError, Router
+from searchfuse.guard import web_tool
 from searchfuse.testing import FakeBrave, FakeClock, FakeExa, FakeSearXNG, FakeTavily
 
 TAVILY_KEY = "tvly-dev-test0001"
@@ -381,3 +382,34 @@ def test_a_request_one_provider_refuses_is_served_by_the_next(servers: Servers, 
     servers.exa.fail_next(400, detail="query is malformed")
     with pytest.raises(BadRequest, match="Tavily rejected the request"):
         search(router, mode, "third")
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_the_guards_web_search_reaches_the_fallback_when_no_provider_can_serve(
+    servers: Servers, chained: bool
+) -> None:
+    asked: list[str] = []
+
+    def fallback(query: str, **params: Any) -> dict[str, Any]:
+        asked.append(query)
+        return {"query": query, "results": [{"title": "t", "url": "https://local/1"}]}
+
+    keys = {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]} if chained else {"tavily": [TAVILY_KEY]}
+    router = servers.router(keys, fallback=fallback)
+    servers.tavily.revoke(TAVILY_KEY)
+    servers.exa.revoke(EXA_KEY)
+    web_search = web_tool(router, on_refusal="return", per_turn=None)
+    first = web_search("rust 2024")
+    # Every key is now refused, and the state says so: the guard still lets the
+    # fallback stand in instead of refusing the search.
+    second = web_search("zig 0.14")
+    assert not isinstance(first, str) and not isinstance(second, str)
+    assert [r["searchfuse"]["served_by"] for r in (first, second)] == ["fallback", "fallback"]
+    assert asked == ["rust 2024", "zig 0.14"]
+    # A rate limit is another matter: the fallback does not stand in during a hold.
+    servers.tavily.restore(TAVILY_KEY)
+    servers.clock.advance(3601)
+    servers.tavily.fail_next(429, retry_after=30, path="/search")
+    assert "429" in str(web_search("held"))
+    assert "cooling down" in str(web_search("still held"))
+    assert asked == ["rust 2024", "zig 0.14"]
