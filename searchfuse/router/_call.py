@@ -297,6 +297,11 @@ def _react(
     # counted (counters err on the side of quota spent).
     cooldown = core.ledger.react(entry, answer, refund=None if _maybe_served(result) else charged)
     pause = core.options.cooldown_seconds
+    # An answer with another meaning (Serper's 429: a rate limit, or credits run out)
+    # that a pause did not cure was parked longer: it is read as its other meaning.
+    uncured = answer.alternative is not None and cooldown > reaction.park_seconds(
+        answer.retry_after, pause
+    )
     if reaction.trips_breaker and core.breaker.failed(core.ledger.now(), pause):
         log.warning(
             "%s failed %d times in a row; every request pauses for %s",
@@ -306,12 +311,13 @@ def _react(
         )
     if reaction.failover is False:
         raise stopped(answer, result, core.provider, core.http.base_url, core.environ)
-    if reaction.failover is None and core.options.on_429 != "failover":
+    if reaction.failover is None and core.options.on_429 != "failover" and not uncured:
         # A burst that 429s one key 429s them all (incident 1): stop here, and hold
         # the whole router so the rest of the burst cannot walk through the other keys.
         raise RateLimited(retry_after=cooldown, key=entry.masked)
     detail = f" ({answer.detail})" if answer.detail else ""
-    call.fail(entry, f"{answer.status or 'no answer'} {answer.outcome}{detail}", answer.outcome)
+    outcome = answer.alternative if uncured and answer.alternative else answer.outcome
+    call.fail(entry, f"{answer.status or 'no answer'} {answer.outcome}{detail}", outcome)
     if isinstance(result, httpx.TimeoutException | TimeoutError):
         call.slow.add(entry.masked)
 
