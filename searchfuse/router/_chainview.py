@@ -17,7 +17,7 @@ from searchfuse._sansio import Step
 from searchfuse.errors import CooldownActive, NoKeyAvailable
 from searchfuse.router import _admin
 from searchfuse.router._core import Core
-from searchfuse.router.diagnose import Diagnosis
+from searchfuse.router.diagnose import Diagnosis, Verdict
 from searchfuse.router.diagnose import Step as DiagnosisStep
 from searchfuse.router.state import Event
 from searchfuse.router.status import KeyStatus, ProbeResult
@@ -82,7 +82,10 @@ def diagnose_flow(cores: Sequence[Core], probe: bool) -> Generator[Step, Any, Di
     if len(each) == 1:
         return dataclasses.replace(each[0][1], by_provider=by_provider)
     titles = {core.provider.name: core.provider.title for core in cores}
-    serving = next((d for _, d in each if d.verdict == "healthy"), None)
+    # "stale" can serve too: the state said otherwise, and was wrong (incident 2).
+    serving = next((d for _, d in each if d.verdict == "healthy"), None) or next(
+        (d for _, d in each if d.verdict == "stale"), None
+    )
     head = serving or each[0][1]
     steps = []
     for i, step in enumerate(each[0][1].steps):
@@ -97,7 +100,7 @@ def diagnose_flow(cores: Sequence[Core], probe: bool) -> Generator[Step, Any, Di
     return dataclasses.replace(
         head,
         steps=tuple(steps),
-        verdict=head.verdict,
+        verdict=Verdict.HEALTHY if serving is not None else head.verdict,
         burst=any(d.burst for _, d in each),
         by_provider=by_provider,
     )

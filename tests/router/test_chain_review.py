@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from searchfuse import BadRequest, ConfigError, Router
+from searchfuse import BadRequest, ConfigError, NoKeyAvailable, Router
 from searchfuse.guard import web_tool
 from searchfuse.testing import FakeBrave, FakeClock, FakeExa, FakeSearXNG, FakeTavily
 
@@ -413,3 +413,19 @@ def test_the_guards_web_search_reaches_the_fallback_when_no_provider_can_serve(
     assert "429" in str(web_search("held"))
     assert "cooling down" in str(web_search("still held"))
     assert asked == ["rust 2024", "zig 0.14"]
+
+
+@MODES
+def test_the_diagnosis_is_healthy_while_a_provider_whose_state_was_stale_can_serve(
+    servers: Servers, mode: str
+) -> None:
+    router = servers.router({"tavily": [TAVILY_KEY], "exa": [EXA_KEY]})
+    servers.tavily.revoke(TAVILY_KEY)
+    servers.exa.fail_next(503)
+    with pytest.raises(NoKeyAvailable):
+        search(router, mode)
+    servers.clock.advance(61)  # Exa's cooldown ran out: the state is stale, Exa can serve
+    diagnosis = router.diagnose() if mode == "sync" else asyncio.run(router.adiagnose())
+    assert diagnosis.by_provider == {"tavily": "auth", "exa": "stale"}
+    assert diagnosis.verdict == "healthy" and diagnosis.retry_after is None
+    assert search(router, mode, "now")["searchfuse"]["served_by"] == "exa"
