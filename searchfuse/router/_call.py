@@ -269,8 +269,11 @@ def _retry(
     # without a request. Only the call whose 429 came first retries; one that finds
     # a hold already running stops.
     owns = core.ledger.react(entry, answer, park=False, refund=charged, retry_hold=wait)
-    if not owns:
-        raise RateLimited(retry_after=core.ledger.hold()[0], key=entry.masked)
+    held = core.ledger.hold()[0]
+    if not owns and held > 0:
+        raise RateLimited(retry_after=held, key=entry.masked)
+    # Not owned, and no hold of this provider's runs: the store's hold is another
+    # provider's of the chain (it passed over that one), which is no reason to skip ours.
     call.waited += wait
     yield Sleep(wait)
     if not core.options.pace and not core.spend.active:

@@ -429,3 +429,21 @@ def test_the_diagnosis_is_healthy_while_a_provider_whose_state_was_stale_can_ser
     assert diagnosis.by_provider == {"tavily": "auth", "exa": "stale"}
     assert diagnosis.verdict == "healthy" and diagnosis.retry_after is None
     assert search(router, mode, "now")["searchfuse"]["served_by"] == "exa"
+
+
+@MODES
+def test_retry_spends_each_provider_s_retries_while_another_s_hold_runs(
+    servers: Servers, mode: str
+) -> None:
+    router = servers.router(
+        {"tavily": [TAVILY_KEY], "exa": [EXA_KEY], "brave": [BRAVE_KEY]}, on_429="retry"
+    )
+    servers.tavily.fail_next(429, times=3, retry_after=5, path="/search")
+    assert search(router, mode, "one")["searchfuse"]["served_by"] == "exa"
+    # Tavily's hold runs; Exa's own 429s are retried as Tavily's were, then Brave serves.
+    servers.exa.fail_next(429, times=3, retry_after=1)
+    result = search(router, mode, "two")
+    assert result["searchfuse"]["served_by"] == "brave"
+    assert [r.status for r in servers.tavily.searches] == [429, 429, 429]
+    assert [r.status for r in servers.exa.searches] == [200, 429, 429, 429]
+    assert servers.exa.faults == []
