@@ -251,7 +251,7 @@ class Chain:
         another router named (at most once per `FLEET_LOOK` seconds per provider, not
         on every search), so that its return is named too and its next move down is
         not taken for the one already named."""
-        if provider not in self.by_provider() or len(self.cores) == 1:
+        if len(self.cores) == 1 or provider not in self.by_provider():
             return False
         now = self.first.ledger.now()
         with self._lock:
