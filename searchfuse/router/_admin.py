@@ -230,8 +230,12 @@ def _unprobed(core: Core) -> DiagnosisStep:
 
 def warn_if_degraded(core: Core, source: str, missing: str | None) -> None:
     """Say once, at construction, when this router will not serve as configured."""
+    names = list(core.links)
+    after = names[names.index(core.provider.name) + 1 :] if core.provider.name in names else []
     serving = (
-        f"searches will be served by the fallback {core.fallback_name()}"
+        f"searches go down the chain to {core.links[after[0]].provider.title}"
+        if after
+        else f"searches will be served by the fallback {core.fallback_name()}"
         if core.fallback is not None
         else "searches will fail with NoKeyAvailable"
     )

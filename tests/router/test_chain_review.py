@@ -447,3 +447,22 @@ def test_retry_spends_each_provider_s_retries_while_another_s_hold_runs(
     assert [r.status for r in servers.tavily.searches] == [429, 429, 429]
     assert [r.status for r in servers.exa.searches] == [200, 429, 429, 429]
     assert servers.exa.faults == []
+
+
+def test_a_provider_whose_every_key_is_disabled_is_said_to_go_down_the_chain(
+    servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    router = servers.router({"exa": [{"key": EXA_KEY, "disabled": True}], "tavily": [TAVILY_KEY]})
+    (startup,) = [
+        r.getMessage() for r in caplog.records if "disabled or exhausted" in r.getMessage()
+    ]
+    # Not "searches will fail": the chain has another provider.
+    assert startup.endswith("searches go down the chain to Tavily")
+    result = router.search("q")
+    assert result["searchfuse"]["degraded"] == {
+        "from": "exa",
+        "reason": "config",
+        "serving": "tavily",
+    }
+    assert servers.exa.requests == []
+    assert router.diagnose().verdict == "healthy"
