@@ -20,7 +20,8 @@ DESIGN's rules, in the order a call meets them:
    (another process sharing the store named it) is not logged again.
 4. Busy is not broken: a provider whose keys are all at their rate makes the
    call wait (`max_wait`), unless `overflow=True`, when the next provider
-   with room serves at once (`degraded.reason == "overflow"`).
+   with room serves at once (`degraded.reason == "overflow"`); the return of a
+   provider that spills over is named once it served a minute without spilling.
 5. A parameter a provider cannot honour (its `check` refuses it: a topic it
    has no index for, a `max_results` beyond its bound) passes that provider
    over for this call only; it is not a degradation of the provider. Only
@@ -74,6 +75,10 @@ class Passed:
 #: down another router named (its return is then named within this delay).
 FLEET_LOOK = 60.0
 _DOWN = EventKind.PASSED_OVER
+#: Seconds a busy provider serves without spilling over before its return is named: a
+#: steady stream above its rate alternates between it and the next provider, and that
+#: is one move down, not a WARNING and an INFO for every other search.
+OVERFLOW_QUIET = 60.0
 
 #: Why a provider whose keys cannot serve is passed over, by the diagnosis's verdict.
 _WHY = {
@@ -112,6 +117,8 @@ class Chain:
     _down: dict[str, str] = field(default_factory=dict)
     #: When this router last read the store's event log for each provider's moves.
     _looked: dict[str, float] = field(default_factory=dict)
+    #: When each provider last spilled a call over to the next (rule 4).
+    _spilled: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -215,17 +222,8 @@ class Chain:
         meta["degraded"] = (
             None if head is None else {"from": head.name, "reason": head.reason, "serving": serving}
         )
-        started: list[Passed] = []
-        ended: list[str] = []
-        with self._lock:
-            for p in lasting:
-                if p.name not in self._down:  # a new reason while down is no new move
-                    started.append(p)
-                self._down[p.name] = p.reason
-            if serving in self._down:
-                del self._down[serving]
-                ended.append(serving)
-        if not ended and self._fleet_look_due(serving) and self._said(serving, _DOWN):
+        started, ended, down = self._moves(lasting, serving)
+        if not down and self._fleet_look_due(serving) and self._said(serving, _DOWN):
             ended.append(serving)  # another router sharing the store named the move down
         titles = self.titles()
         for p in started:
@@ -245,6 +243,28 @@ class Chain:
                 continue
             log.info("%s serves again", titles.get(name, name))
             self._log_event(EventKind.SERVES_AGAIN, name, "serves again")
+
+    def _moves(self, lasting: list[Passed], serving: str) -> tuple[list[Passed], list[str], bool]:
+        """The moves this call starts and ends in this router's memory of the chain, and
+        whether `serving` is still down there (a busy provider that spilled over within
+        `OVERFLOW_QUIET` seconds: its return is not named between two spills)."""
+        started: list[Passed] = []
+        ended: list[str] = []
+        now = self.first.ledger.now()
+        with self._lock:
+            for p in lasting:
+                if p.name not in self._down:  # a new reason while down is no new move
+                    started.append(p)
+                self._down[p.name] = p.reason
+                if p.reason == "overflow":
+                    self._spilled[p.name] = now
+            reason = self._down.get(serving)
+            spilled = self._spilled.get(serving, -math.inf)
+            if reason is not None and (reason != "overflow" or now - spilled >= OVERFLOW_QUIET):
+                del self._down[serving]
+                ended.append(serving)
+                reason = None
+        return started, ended, reason is not None
 
     def _fleet_look_due(self, provider: str) -> bool:
         """Whether to read the store's event log for a move down of `provider` that

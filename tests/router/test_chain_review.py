@@ -466,3 +466,38 @@ def test_a_provider_whose_every_key_is_disabled_is_said_to_go_down_the_chain(
     }
     assert servers.exa.requests == []
     assert router.diagnose().verdict == "healthy"
+
+
+@MODES
+def test_a_busy_provider_spilling_over_is_one_move_over_a_hundred_searches(
+    servers: Servers, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers.brave.set_balance(BRAVE_KEY, None)  # one a second, no monthly quota
+    router = servers.router({"brave": [BRAVE_KEY], "exa": [EXA_KEY]}, overflow=True)
+    caplog.set_level(logging.INFO, "searchfuse")
+
+    async def many(count: int, step: float) -> list[str]:
+        out = []
+        for i in range(count):
+            out.append((await router.asearch(f"q{i}"))["searchfuse"]["served_by"])
+            servers.clock.advance(step)
+        return out
+
+    def run(count: int, step: float) -> list[str]:
+        if mode == "async":
+            return asyncio.run(many(count, step))
+        out = []
+        for i in range(count):
+            out.append(router.search(f"q{i}")["searchfuse"]["served_by"])
+            servers.clock.advance(step)
+        return out
+
+    # Two searches a second against Brave's one: every other search spills to Exa.
+    served = run(100, 0.5)
+    assert served.count("brave") >= 33 and served.count("exa") >= 50
+    assert [m.split(" (")[0] for m in _moves(caplog)] == ["Brave is passed over"]
+    # Calm again: Brave serves everything, and its return is named once, a minute on.
+    servers.clock.advance(5)
+    assert set(run(40, 2.0)) == {"brave"}
+    infos = [r.getMessage() for r in caplog.records if "serves again" in r.getMessage()]
+    assert infos == ["Brave serves again"]
