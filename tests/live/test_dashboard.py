@@ -335,6 +335,31 @@ def test_a_host_other_than_loopback_needs_a_token(
         build_app(fleet.viewer, token=KEYS[0])
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--port", "0"],
+        ["--port", "65536"],
+        ["--port", "http"],
+        ["--port", "80.5"],
+        ["--poll", "0"],
+        ["--poll", "-1"],
+        ["--poll", "nan"],
+        ["--poll", "inf"],
+        ["--poll", "1e400"],
+        ["--poll", "soon"],
+    ],
+)
+def test_a_bad_port_or_poll_is_a_usage_error(
+    option: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAVILY_API_KEYS", ",".join(KEYS))
+    assert main(["dashboard", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"searchfuse dashboard: error: argument {option[0]}: ")
+    assert len(err.splitlines()) == 1
+
+
 def test_a_loopback_name_that_resolves_elsewhere_needs_a_token(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
