@@ -202,8 +202,9 @@ class BudgetStatus:
         if self.used is not None:
             text = f"{head}: {amount(self.used)} used, {amount(self.left or 0)} left"
         else:
-            many = "conversations" if b.per == "conversation" else "users"
-            text = f"{head}: {self.spenders or 0} {many} counted, {self.exhausted or 0} used all"
+            count = self.spenders or 0
+            many = ("conversation" if b.per == "conversation" else "user") + "s" * (count != 1)
+            text = f"{head}: {count} {many} counted, {self.exhausted or 0} used all"
             if self.top:
                 text += "; most " + ", ".join(f"{who} {amount(used)}" for who, used in self.top)
         if self.resets_at is not None:

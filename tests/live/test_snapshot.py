@@ -185,7 +185,7 @@ def test_a_snapshot_shows_everything_and_writes_nothing(opener: Opener, tmp_path
             "spenders": 1,
             "exhausted": 0,
             "top": [{"who": "c-1", "used": 1.0, "left": 2.0}],
-            "summary": "3 searches per conversation: 1 conversations counted, 0 used all; "
+            "summary": "3 searches per conversation: 1 conversation counted, 0 used all; "
             "most c-1 1",
         },
     ]
