@@ -9,7 +9,6 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._events import MAX_EVENTS, Event, changed_events, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire
-from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
 from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._trust import clamp_slots, newest_ring
@@ -307,12 +306,3 @@ class TxState(State):
 def logged(log: list[dict[str, Any]], events: list[Event]) -> list[dict[str, Any]]:
     """`log` (stored events, oldest first) with `events` added, the oldest dropped."""
     return (log + [event_to_fields(e) for e in events])[-MAX_EVENTS:]
-
-
-def current_month(state: State | None, now: float) -> State:
-    """`state` as of `now`: in a new month usage resets, while running cooldowns
-    and a running hold are kept (see `rolled` and `rollover`)."""
-    if state is None:
-        return State(month=month_of(now))
-    month = rollover(state.month, now)
-    return state if month is None else rolled(state, month, now)

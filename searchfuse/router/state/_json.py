@@ -32,7 +32,7 @@ from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._codec import looks_like_state, state_from_json, state_to_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
-from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._month import Months, month_of, rolled
 from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 from searchfuse.router.state._records import State, copied
 from searchfuse.router.state._repair import damage_of_json, json_or_none, move_aside
@@ -438,6 +438,7 @@ class JsonFileStore(Store):
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        self._months = Months()
         check_path(self.path)
         self._lock: Any = _process_lock(Path(str(self.path) + ".lock"), lock_timeout)
         #: Writes in place, readers take the shared lock (False: temp file and rename).
@@ -591,7 +592,7 @@ class JsonFileStore(Store):
         if found is None:
             return State(month=month_of(now))
         state = found[1]
-        month = None if check_only else rollover(state.month, now)
+        month = None if check_only else self._months.rollover(state.month, now)
         if month is None:
             return state
         # A new month resets usage; running cooldowns, the hold, pacing logs and
@@ -722,7 +723,7 @@ class JsonFileStore(Store):
         if found is None:
             return Changes(None, True, month_of(now))
         token, state = found
-        month = rollover(state.month, now)
+        month = self._months.rollover(state.month, now)
         if month is not None:
             # A new month resets usage; `rolled` makes new records.
             new = rolled(state, month, now)

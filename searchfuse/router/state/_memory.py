@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._events import Event, event_from_fields, newest
-from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._month import Months, month_of, rolled
 from searchfuse.router.state._records import State, copied
 
 __all__ = ["MemoryStore"]
@@ -30,12 +30,13 @@ class MemoryStore(Store):
         self._revs: dict[str, int] = {}
         self._epoch = 0
         self._cache: dict[str, tuple[str, float]] = {}
+        self._months = Months()
 
     def __repr__(self) -> str:
         return "MemoryStore()"
 
     def _current(self, now: float) -> State:
-        month = rollover(self._state.month, now)
+        month = self._months.rollover(self._state.month, now)
         if month is not None:
             # Usage resets; running cooldowns, the hold and pacing logs live on.
             self._state = rolled(self._state, month, now)

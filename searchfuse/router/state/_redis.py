@@ -30,7 +30,7 @@ from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._budgets import Tally, period_end
 from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
-from searchfuse.router.state._month import month_of, rolled_key, rollover
+from searchfuse.router.state._month import Months, hold_kept, month_of, rolled_key
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
 from searchfuse.router.state._ring import Ring
@@ -298,6 +298,7 @@ class RedisStore(Store):
         self._redis = redis
         self.url = redacted_url(url)
         self.ns = namespace
+        self._months = Months()
         if client is None:
             try:
                 client = redis.Redis.from_url(
@@ -415,7 +416,7 @@ class RedisStore(Store):
                 try:
                     pipe.watch(self._month, self._hold)
                     stored = _stored_month(pipe.get(self._month))
-                    target = rollover(stored, now)
+                    target = self._months.rollover(stored, now)
                     if target is not None:
                         pipe.unwatch()
                         self._roll(target, now)
@@ -505,7 +506,7 @@ class RedisStore(Store):
                 try:
                     pipe.watch(self._month, self._revs, self._hold)
                     stored = _stored_month(pipe.get(self._month))
-                    if not everything and rollover(stored, now) is None:
+                    if not everything and self._months.rollover(stored, now) is None:
                         pipe.unwatch()
                         return
                     names = pipe.zrange(self._revs, 0, -1)
@@ -520,7 +521,7 @@ class RedisStore(Store):
                                     kept[name[2:]] = survivor
                     hold = pipe.hmget(self._hold, "until", "key")
                     hold_until = optional_number(hold[0], "hold_until")
-                    held = not everything and hold_until is not None and hold_until > now
+                    held = not everything and hold_kept(hold_until, now)
                     pipe.multi()
                     for name in names:
                         pipe.delete(f"{self.ns}:{name}")
@@ -548,7 +549,7 @@ class RedisStore(Store):
             pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
             stored_month, epoch, seq, hold = pipe.execute()
         stored_month = _stored_month(stored_month)
-        target = rollover(stored_month, now)
+        target = self._months.rollover(stored_month, now)
         if target is not None:
             # A new month: roll it over once for every process, then read as usual.
             self._roll(target, now)

@@ -31,7 +31,7 @@ from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._codec import looks_like_state, state_from_json, tally_from_fields
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire, search_log
-from searchfuse.router.state._month import month_of, rolled_key, rollover
+from searchfuse.router.state._month import ROLLOVER_SKEW, Months, hold_kept, month_of, rolled_key
 from searchfuse.router.state._paths import check_path, not_state
 from searchfuse.router.state._records import (
     CHARGED_ACCOUNT_FIELDS,
@@ -506,6 +506,7 @@ class SqliteStore(Store):
         # commits, one after another). A transaction that finds another token
         # forgets it all. It saves a search rereading the rows it just wrote.
         self._sync_lock = threading.Lock()
+        self._months = Months()
         self._known: tuple[Any, Any] | None = None
         self._current: dict[tuple[str, str], Any] = {}
         self._log: list[tuple[int, dict[str, KeyState], dict[str, AccountUsage]]] = []
@@ -839,7 +840,7 @@ class SqliteStore(Store):
         if row is None:
             raise not_state(self.path, "its searchfuse_meta row is missing")
         meta = self._parse_meta(row)
-        month = rollover(meta[0], now)
+        month = self._months.rollover(meta[0], now)
         if month is not None:
             return self._roll(conn, month, now, meta[4] + 1, meta[1], meta[2])
         if _meta_counters_bad(row):
@@ -876,10 +877,12 @@ class SqliteStore(Store):
         cooling = [
             (fp, key_from_fields(dict(zip(_KEY_COLS, rest, strict=True)), f"key {fp}"))
             for fp, *rest in conn.execute(
-                f"SELECT fp, {', '.join(_KEY_COLS)} FROM keys WHERE cooldown_until > ?", (now,)
+                f"SELECT fp, {', '.join(_KEY_COLS)} FROM keys "
+                "WHERE cooldown_until > ? OR usage_blocked_until > ?",
+                (now - ROLLOVER_SKEW, now - ROLLOVER_SKEW),
             )
         ]
-        held = hold_until is not None and hold_until > now
+        held = hold_kept(hold_until, now)
         self._wipe(conn, month, epoch)
         for fp, ks in cooling:
             kept = rolled_key(ks, now)
@@ -1121,7 +1124,7 @@ class SqliteStore(Store):
             row = conn.execute(_SELECT_META).fetchone()
             if row is None:
                 raise not_state(self.path, "its searchfuse_meta row is missing")
-            if rollover(
+            if self._months.rollover(
                 row[0] if isinstance(row[0], str) else "", now
             ) is not None or _meta_counters_bad(row):
                 # A new month: roll it over once for every process (usage resets,
