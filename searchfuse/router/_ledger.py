@@ -384,11 +384,20 @@ class Ledger:
         """Forget all key state: cooldowns, usage figures, counters."""
         self.store.clear(self.now())
 
-    def shared_cache(self, ttl: float, maxsize: int) -> MutableMapping[Hashable, Any]:
-        """A TTL cache kept in the store, expiring on the router's clock."""
-        from searchfuse.router.state._cache import SharedCache
+    def shared_cache(
+        self,
+        ttl: float,
+        maxsize: int,
+        sources: Sequence[tuple[str, str, Sequence[KeyEntry]]] = (),
+    ) -> MutableMapping[Hashable, Any]:
+        """A TTL cache kept in the store, expiring on the router's clock; its entries
+        are keyed by `sources` too (each provider's name, address and keys)."""
+        from searchfuse.router.state._cache import SharedCache, cache_scope
 
-        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub)
+        scope = cache_scope((n, url, [e.fingerprint for e in keys]) for n, url, keys in sources)
+        return SharedCache(
+            self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub, scope=scope
+        )
 
 
 def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:

@@ -177,7 +177,7 @@ class Router:
         wiring = _chain.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state)
+        store = open_store(state, fleet=(e.fingerprint for e in self.config.keys))
         self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
@@ -367,8 +367,11 @@ class Router:
     ) -> MutableMapping[Hashable, Any]:
         """A TTL cache kept in this router's store: every process sharing the store
         (and this one after a restart) sees its entries, which expire on the
-        router's clock. `guard(router=router, cache="shared")` uses it."""
-        return self._core.ledger.shared_cache(ttl, maxsize)
+        router's clock. `guard(router=router, cache="shared")` uses it. Its entries
+        are keyed by the chain's providers, addresses and keys too: a router
+        pointed at another backend, or holding other keys, is never served these."""
+        sources = [(c.provider.name, c.http.base_url, c.ledger.keys) for c in self._chain.cores]
+        return self._core.ledger.shared_cache(ttl, maxsize, sources)
 
     def reset_month(self) -> None:
         """Forget all local state: cooldowns, usage figures, counters."""

@@ -6,7 +6,8 @@
 - `None`: [`MemoryStore`][searchfuse.router.MemoryStore], this process only;
 - a [`Store`][searchfuse.router.Store] object: that store;
 - `redis://`, `rediss://`, `unix://` URLs (scheme in any case): `RedisStore`,
-  shared by every process on every host that names it; any other URL-like
+  shared by every process on every host that names it with the same keys
+  (or the same `?namespace=`); any other URL-like
   value (`reddis://`, `http://`, `sqlite:///`, `:memory:`) or a blank one is a
   ConfigError, never a local file;
 - a path ending in `.json`: [`JsonFileStore`][searchfuse.router.JsonFileStore];
@@ -22,11 +23,13 @@ FIFO, a device or a missing folder is a ConfigError; nothing is created).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._codec import STATE_VERSION
 from searchfuse.router.state._events import MAX_EVENTS, Event, EventKind
+from searchfuse.router.state._fleet import fleet_namespace, split_namespace
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._json import JsonFileStore
 from searchfuse.router.state._memory import MemoryStore
@@ -77,15 +80,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
-    """The store a `state=` value names (see the module docstring)."""
+def open_store(state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[str] = ()) -> Store:
+    """The store a `state=` value names (see the module docstring).
+
+    `fleet`: the fingerprints of the router's keys. A Redis URL without a
+    `?namespace=` keeps the records under this key set's own namespace, so
+    fleets with other keys on the same server never hold or reset each other
+    (see `state/_fleet.py`)."""
     if state is None:
         return MemoryStore()
     url = redis_url(state) if isinstance(state, str) else None
     if url is not None:
-        from searchfuse.router.state._redis import RedisStore
+        from searchfuse.router.state._redis import RedisStore, redacted_url
 
-        return RedisStore(url)
+        named = split_namespace(url, redacted_url(url))[1]
+        return RedisStore(url, namespace=named or fleet_namespace(fleet))
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
             return JsonFileStore(state)

@@ -17,14 +17,14 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
 from enum import Enum
 from typing import Any
 
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Store
 
-__all__ = ["SharedCache", "stable_key"]
+__all__ = ["SharedCache", "cache_scope", "stable_key"]
 
 log = logging.getLogger("searchfuse.cache")
 
@@ -59,15 +59,30 @@ def _encode(value: Any) -> Any:
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 
 
-def stable_key(key: Hashable) -> str:
+def stable_key(key: Hashable, scope: str = "") -> str:
     """`key` (a guard cache key: tuples of plain values) as text that is the same
     in every process. Not `hash()`: that is randomised per process for strings.
+    `scope` (see `cache_scope`) is part of it: where the answers come from.
 
     Raises `TypeError` for a key part with no stable text (an object whose
     `repr` shows its address): such a call is not shared.
     """
     text = json.dumps(_encode(key), sort_keys=True, separators=(",", ":"))
+    if scope:
+        text = f"{scope}\n{text}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+def cache_scope(sources: Iterable[tuple[str, str, Iterable[str]]]) -> str:
+    """Where a router's answers come from, as a short digest: each provider's name,
+    its address and the fingerprints of its keys. Two routers share cached
+    answers only when they ask the same backends with the same keys."""
+    parts = sorted(
+        json.dumps([name, url, sorted(fps)], separators=(",", ":")) for name, url, fps in sources
+    )
+    if not parts:
+        return ""
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 def _same(served: Any, decoded: Any) -> bool:
@@ -131,6 +146,7 @@ class SharedCache(MutableMapping[Hashable, Any]):
         maxsize: int,
         timer: Callable[[], float],
         scrub: Callable[[str], str] | None = None,
+        scope: str = "",
     ) -> None:
         if (
             isinstance(ttl, bool)
@@ -154,6 +170,8 @@ class SharedCache(MutableMapping[Hashable, Any]):
         self.ttl = float(ttl)
         self.maxsize = int(maxsize)
         self.timer = timer
+        #: Where the answers come from (`cache_scope`): part of every entry's name.
+        self.scope = scope
         # A page that echoes a key is stored (and served to the next caller)
         # with the key masked: the store is shared, and it is not a keys file.
         self.scrub = scrub
@@ -166,11 +184,10 @@ class SharedCache(MutableMapping[Hashable, Any]):
     def __repr__(self) -> str:
         return f"SharedCache({self.store!r}, ttl={self.ttl:g}, maxsize={self.maxsize})"
 
-    @staticmethod
-    def _name(key: Hashable) -> str:
+    def _name(self, key: Hashable) -> str:
         if isinstance(key, str) and len(key) == 40 and all(c in "0123456789abcdef" for c in key):
             return key  # already a stored key (from iteration)
-        return stable_key(key)
+        return stable_key(key, self.scope)
 
     def __getitem__(self, key: Hashable) -> Any:
         try:

@@ -30,6 +30,7 @@ from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._budgets import Tally, period_end
 from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
+from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, split_namespace
 from searchfuse.router.state._month import Months, hold_kept, month_of, rolled_key
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
@@ -271,9 +272,12 @@ class RedisStore(Store):
 
     Args:
         url: `redis://[:password@]host:port/db`, `rediss://...` or
-            `unix:///path/to/redis.sock[?db=0]`.
+            `unix:///path/to/redis.sock[?db=0]`; `?namespace=NAME` names the
+            namespace in the URL.
         namespace: prefix of every Redis key (several routers with different
-            keys may share a server under different namespaces).
+            keys may share a server under different namespaces; default
+            `"searchfuse"`). A router that opens Redis from a URL uses its key
+            set's namespace unless the URL names one (see `state/_fleet.py`).
         client: an existing `redis.Redis` to use instead of `url`.
     """
 
@@ -283,7 +287,7 @@ class RedisStore(Store):
         self,
         url: str = "redis://127.0.0.1:6379/0",
         *,
-        namespace: str = "searchfuse",
+        namespace: str | None = None,
         client: Any = None,
     ) -> None:
         try:
@@ -297,7 +301,15 @@ class RedisStore(Store):
             ) from None
         self._redis = redis
         self.url = redacted_url(url)
-        self.ns = namespace
+        url, named = split_namespace(url, self.url)
+        if named is not None and namespace is not None and named != namespace:
+            raise ConfigError(
+                self.url,
+                None,
+                f"names the namespace {named!r} while namespace={namespace!r} was given",
+                "name the namespace in one place",
+            )
+        self.ns = check_namespace(named or namespace or DEFAULT_NAMESPACE, self.url)
         self._months = Months()
         if client is None:
             try:
