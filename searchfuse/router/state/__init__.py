@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._codec import STATE_VERSION
 from searchfuse.router.state._events import MAX_EVENTS, Event, EventKind
-from searchfuse.router.state._fleet import fleet_namespace, split_namespace
+from searchfuse.router.state._fleet import cache_scope, fleet_namespace, split_namespace
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._json import JsonFileStore
 from searchfuse.router.state._memory import MemoryStore
@@ -63,7 +63,9 @@ __all__ = [
     "Store",
     "TxState",
     "acquire",
+    "cache_scope",
     "month_of",
+    "open_owned",
     "open_store",
 ]
 
@@ -108,3 +110,12 @@ def open_store(state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[
             "`grant` and `blocking`)"
         )
     return state
+
+
+def open_owned(
+    state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[str] = ()
+) -> tuple[Store, bool]:
+    """`open_store(state, fleet=fleet)`, and whether it opened the store (rather
+    than being given one): a router closes the stores it opened, not yours."""
+    store = open_store(state, fleet=fleet)
+    return store, store is not state

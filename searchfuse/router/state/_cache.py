@@ -17,12 +17,13 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, MutableMapping
 from enum import Enum
 from typing import Any
 
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Store
+from searchfuse.router.state._fleet import cache_scope
 
 __all__ = ["SharedCache", "cache_scope", "stable_key"]
 
@@ -71,18 +72,6 @@ def stable_key(key: Hashable, scope: str = "") -> str:
     if scope:
         text = f"{scope}\n{text}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
-
-
-def cache_scope(sources: Iterable[tuple[str, str, Iterable[str]]]) -> str:
-    """Where a router's answers come from, as a short digest: each provider's name,
-    its address and the fingerprints of its keys. Two routers share cached
-    answers only when they ask the same backends with the same keys."""
-    parts = sorted(
-        json.dumps([name, url, sorted(fps)], separators=(",", ":")) for name, url, fps in sources
-    )
-    if not parts:
-        return ""
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 def _same(served: Any, decoded: Any) -> bool:

@@ -8,18 +8,29 @@ records under a namespace of its own key set (`searchfuse:<12 hex digits>`,
 the same for every process holding the same keys, in any order), unless the
 URL names one (`redis://host:6379/0?namespace=team-a`): fleets that share a key
 must share a namespace, and name it.
+
+The shared cache is kept apart the same way, in every store: an entry's name
+includes where its answer came from (`cache_scope`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import urllib.parse
 from collections.abc import Iterable
+from typing import Protocol
 
 from searchfuse.errors import ConfigError
 
-__all__ = ["DEFAULT_NAMESPACE", "check_namespace", "fleet_namespace", "split_namespace"]
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "cache_scope",
+    "check_namespace",
+    "fleet_namespace",
+    "split_namespace",
+]
 
 #: The namespace of a `RedisStore` made without one (and of a router without keys).
 DEFAULT_NAMESPACE = "searchfuse"
@@ -67,3 +78,21 @@ def split_namespace(url: str, shown: str) -> tuple[str, str | None]:
         )
     rest = urllib.parse.urlencode([(n, v) for n, v in query if n != "namespace"])
     return urllib.parse.urlunsplit(parts._replace(query=rest)), check_namespace(named[0], shown)
+
+
+class _Keyed(Protocol):
+    @property
+    def fingerprint(self) -> str: ...
+
+
+def cache_scope(sources: Iterable[tuple[str, str, Iterable[_Keyed]]]) -> str:
+    """Where a router's answers come from, as a short digest: each provider's name,
+    its address and the fingerprints of its keys. Two routers share cached
+    answers only when they ask the same backends with the same keys."""
+    parts = sorted(
+        json.dumps([name, url, sorted(k.fingerprint for k in keys)], separators=(",", ":"))
+        for name, url, keys in sources
+    )
+    if not parts:
+        return ""
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:24]
