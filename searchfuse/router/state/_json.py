@@ -117,9 +117,28 @@ class _FlockLock:
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.005)
                 continue
+            if not self._still_there(fd):
+                # The lock file was deleted (or replaced) while this process held
+                # it open: a lock on it excludes nobody who opens the path now.
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                self._fd = None
+                fd = self._open(create=not shared)
+                continue
             self._depth = 1
             self._shared = shared
             return True
+
+    def _still_there(self, fd: int) -> bool:
+        """Whether the path still names the lock file `fd` holds."""
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        held = os.fstat(fd)
+        return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
     def release(self) -> None:
         import fcntl

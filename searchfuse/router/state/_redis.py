@@ -33,6 +33,7 @@ from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields
 from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, split_namespace
 from searchfuse.router.state._month import Months, hold_kept, month_of, rolled_key
 from searchfuse.router.state._records import AccountUsage, KeyState, State
+from searchfuse.router.state._redis_life import Lifetime
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
 from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._trust import future_slot, newest_ring
@@ -326,6 +327,8 @@ class RedisStore(Store):
         self.client = client
         self._bump = client.register_script(_BUMP)
         self._call(client.ping)
+        self._life = Lifetime(client, self.ns, self.url)
+        self._call(self._life.start)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, namespace={self.ns!r})"
@@ -559,7 +562,8 @@ class RedisStore(Store):
     def _changes(self, now: float, since: Any) -> Changes:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
-            stored_month, epoch, seq, hold = pipe.execute()
+            stored_month, epoch, seq, hold, born = pipe.get(self._life.key).execute()
+        self._life.seen(born)
         stored_month = _stored_month(stored_month)
         target = self._months.rollover(stored_month, now)
         if target is not None:

@@ -18,6 +18,7 @@ log = logging.getLogger("searchfuse.state")
 
 #: Fixed keys (after the namespace and a colon) and their Redis types.
 FIXED = {
+    "born": "string",
     "month": "string",
     "seq": "string",
     "epoch": "string",

@@ -324,6 +324,21 @@ def _log_events(conn: sqlite3.Connection, events: list[Event]) -> None:
     conn.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (MAX_EVENTS,))
 
 
+def _ident_of(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path` (`None`: nothing there)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _UNKNOWN
+    return (info.st_dev, info.st_ino)
+
+
+#: `_ident_of` a path that cannot be looked at (permissions): taken as unchanged.
+_UNKNOWN = (-1, -1)
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):
         conn.execute("ROLLBACK")
@@ -511,6 +526,9 @@ class SqliteStore(Store):
         self._current: dict[tuple[str, str], Any] = {}
         self._log: list[tuple[int, dict[str, KeyState], dict[str, AccountUsage]]] = []
         self._log_base: tuple[Any, Any] | None = None
+        #: (device, inode) of the file opened: a write checks the path still names it.
+        self._ident: tuple[int, int] | None = None
+        self._reopen_lock = threading.Lock()
         self._check_path()
         #: Opening: a damaged database of ours found now is set aside and made again.
         self._opening = True
@@ -532,6 +550,7 @@ class SqliteStore(Store):
 
     def _open(self) -> None:
         self._created = self._create_file()
+        self._ident = _ident_of(self.path)
         conn = self._conn()
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
@@ -556,6 +575,39 @@ class SqliteStore(Store):
         with self._transaction() as conn:
             self._init_schema(conn)
         self._opening = False
+
+    def _reopen(self) -> sqlite3.Connection:
+        """The file was deleted or replaced while in use: writing on into the old
+        one would split the state (a new process would not see this one's hold),
+        so it is opened again at its path, with a warning. Returns this thread's
+        connection to it."""
+        with self._reopen_lock:
+            if _ident_of(self.path) not in (self._ident, _UNKNOWN):
+                log.warning(
+                    "state database %s was deleted or replaced while in use; opened it "
+                    "again (what was written to the old file is gone with it)",
+                    self.path.name,
+                )
+                # Other threads' connections go when they next ask for theirs.
+                with self._all_lock:
+                    checkpointer, self._checkpointer = self._checkpointer, None
+                if checkpointer is not None:
+                    checkpointer.close()
+                with self._sync_lock:
+                    self._known, self._log_base = None, None
+                    self._current, self._log, self._records = {}, [], {}
+                self._check_path()
+                self._open()
+        return self._conn()
+
+    def _drop(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's connection `conn` (the next `_conn` makes another)."""
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        self._local.conn = None
 
     def _close_connections(self) -> None:
         with self._all_lock:
@@ -597,7 +649,9 @@ class SqliteStore(Store):
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
         if conn is not None and local.pid == os.getpid():
-            return conn
+            if local.ident == self._ident:
+                return conn
+            self._drop(conn)  # a connection to the file this store had before it reopened
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -610,7 +664,7 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
-        local.conn, local.pid = conn, os.getpid()
+        local.conn, local.pid, local.ident = conn, os.getpid(), self._ident
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -654,6 +708,8 @@ class SqliteStore(Store):
     def _begin(self) -> sqlite3.Connection:
         """This thread's connection, in a write transaction (waits up to `busy_timeout`)."""
         conn = self._conn()
+        if _ident_of(self.path) not in (self._ident, _UNKNOWN):
+            conn = self._reopen()
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
