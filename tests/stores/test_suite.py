@@ -266,3 +266,12 @@ def test_clocks_more_than_a_month_apart_do_not_reset_each_other_at_every_write(
     # into the month the other keeps); from then on every write adds up.
     assert counts[3:] == list(range(counts[3], counts[3] + 5)), counts
     assert right.read(right_now).keys["fp1"].searches == counts[-1]
+
+
+def test_the_shared_cache_evicts_what_expires_soonest_in_every_store(opener: Opener) -> None:
+    store = opener()
+    store.cache_set("long", "kept", NOW + 900, 3)  # written first, expires last
+    for i in range(3):
+        store.cache_set(f"k{i}", str(i), NOW + 100 + i, 3)
+    assert sorted(opener().cache_keys(NOW)) == ["k1", "k2", "long"]
+    assert opener().cache_get("long", NOW) == "kept"

@@ -9,9 +9,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._events import MAX_EVENTS, Event, changed_events, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire
+from searchfuse.router.state._pacing import RingLog, take_slot
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
 from searchfuse.router.state._ring import Ring
-from searchfuse.router.state._trust import clamp_slots, newest_ring
 
 __all__ = ["Changes", "Store", "TxState"]
 
@@ -56,6 +56,11 @@ class Store(Protocol):
     demand, so `change` reaches them through `state.key()`,
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
+
+    What the state means is written once above the backends: the month
+    (`_month`), the pacing decision (`_pacing`), the grant (`_grant`), cache
+    eviction (`_eviction`); a backend gives them primitives (see
+    docs/architecture.md, "Where a new store goes").
 
     Three members have defaults, inherited by a store that subclasses `Store`:
     `grant` (the pacing decision as one `update`; a store may make it more
@@ -244,17 +249,9 @@ class TxState(State):
         return super().account(account_id)
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
-        before = self.rings.get(name)
-        clamped = False
-        if before is not None:
-            if before.size != limit:
-                # Resized from the times really kept, never from the stored size.
-                self.rings[name] = newest_ring(name, before.slots, limit, now)
-            else:
-                clamped = clamp_slots(before, name, now)
-        wait = super().take(name, limit, window, now)
-        if wait <= 0 or clamped or self.rings.get(name) is not before:
-            self.rings_changed = True
+        log = RingLog(self.rings)
+        wait = take_slot(log, name, limit, window, now)
+        self.rings_changed = self.rings_changed or log.changed
         return wait
 
     def changed(self) -> bool:

@@ -27,6 +27,7 @@ from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._codec import looks_like_state, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
+from searchfuse.router.state._eviction import evicted
 from searchfuse.router.state._json_lock import Locked, process_lock
 from searchfuse.router.state._json_text import StateText
 from searchfuse.router.state._month import Months, month_of, rolled
@@ -70,6 +71,13 @@ def _read_all(fd: int, size: int = 0) -> bytes:
         chunk = os.read(fd, 1 << 16)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _expiry(entry: Any) -> float:
+    """A stored cache entry's expiry (0.0: not an entry, the first to go)."""
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int | float):
+        return float(entry[1])
+    return 0.0
 
 
 class JsonFileStore(Store):
@@ -325,11 +333,8 @@ class JsonFileStore(Store):
     def clear(self, now: float) -> None:
         self._mkdir()
         with self._locked():
-            old = self._load(now)
             # Budgets count money spent, which forgetting key state does not give back.
-            fresh = State(
-                month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
-            )
+            fresh = rolled(self._load(now), month_of(now), now, keep=False)
             self._save(fresh, self._cache_raw)
 
     def events(self, limit: int = 50) -> list[Event]:
@@ -364,9 +369,11 @@ class JsonFileStore(Store):
     ) -> None:
         def edit(cache: dict[str, Any]) -> None:
             cache.pop(key, None)
-            while cache and len(cache) >= maxsize:
-                oldest = min(cache, key=lambda k: cache[k][1] if isinstance(cache[k], list) else 0)
-                del cache[oldest]
+            expiries = {
+                k: v[1] if isinstance(v, list) and len(v) == 2 else 0 for k, v in cache.items()
+            }
+            for gone in evicted(expiries, maxsize):
+                del cache[gone]
             cache[key] = [value, expires_at]
 
         self._edit_cache(edit)

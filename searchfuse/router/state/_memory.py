@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._events import Event, event_from_fields, newest
+from searchfuse.router.state._eviction import evicted
 from searchfuse.router.state._month import Months, month_of, rolled
 from searchfuse.router.state._records import State, copied
 
@@ -97,11 +98,8 @@ class MemoryStore(Store):
     def clear(self, now: float) -> None:
         with self._lock:
             # Budgets count money spent, which forgetting key state does not give back.
-            # Nor does it undo what happened: the event log stays.
-            old = self._state
-            self._state = State(
-                month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
-            )
+            # Nor does it undo what happened: the event log stays (see `start_month`).
+            self._state = rolled(self._state, month_of(now), now, keep=False)
             self._revs.clear()
             self._epoch += 1
 
@@ -127,9 +125,8 @@ class MemoryStore(Store):
     ) -> None:
         with self._lock:
             self._cache.pop(key, None)
-            while self._cache and len(self._cache) >= maxsize:
-                # Oldest first: insertion order is write order.
-                del self._cache[next(iter(self._cache))]
+            for gone in evicted({k: e for k, (_, e) in self._cache.items()}, maxsize):
+                del self._cache[gone]
             self._cache[key] = (value, expires_at)
 
     def cache_delete(self, key: str) -> None:

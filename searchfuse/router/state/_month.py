@@ -10,6 +10,8 @@ import calendar
 import logging
 import threading
 import time
+from collections.abc import Iterable
+from typing import Protocol
 
 from searchfuse.router.state._records import KeyState, State
 from searchfuse.router.state._values import _warn
@@ -17,6 +19,7 @@ from searchfuse.router.state._values import _warn
 __all__ = [
     "ROLLOVER_GRACE",
     "ROLLOVER_SKEW",
+    "MonthBook",
     "Months",
     "hold_kept",
     "month_of",
@@ -24,6 +27,7 @@ __all__ = [
     "rolled",
     "rolled_key",
     "rollover",
+    "start_month",
 ]
 
 log = logging.getLogger("searchfuse.state")
@@ -191,20 +195,75 @@ def rolled_key(ks: KeyState, now: float) -> KeyState | None:
     )
 
 
-def rolled(state: State, month: str, now: float) -> State:
-    """`state` in a new month. Tavily's quotas roll over, so usage figures,
-    counters and exhausted flags reset; a cooldown or a 429 hold still running
-    is a fact about now, not about the month, and is kept (a hold written at
-    23:59:50 on the last day still holds at 00:00:05, also after a process whose
-    clock runs ahead rolled the month). Pacing logs live on."""
-    keys = {fp: kept for fp, ks in state.keys.items() if (kept := rolled_key(ks, now))}
-    held = _lasts(state.hold_until, now)
-    return State(
-        month=month,
-        keys=keys,
-        hold_until=state.hold_until if held else None,
-        hold_key=state.hold_key if held else None,
-        rings=state.rings,
-        tallies=state.tallies,
-        events=state.events,
-    )
+class MonthBook(Protocol):
+    """What a store gives the start of a month, inside one transaction: reads
+    first, then writes (a store may queue the writes until it commits)."""
+
+    def lasting(self, since: float) -> Iterable[tuple[str, KeyState]]:
+        """The key records whose cooldown or `/usage` pause ends after `since`."""
+        ...
+
+    def stored_hold(self) -> tuple[float | None, str | None]:
+        """The router-wide hold as stored: until when, and the key that set it."""
+        ...
+
+    def empty(self, month: str) -> None:
+        """Forget every key and account record and the hold; the state is `month`'s."""
+        ...
+
+    def put_key(self, fp: str, ks: KeyState) -> None:
+        """Keep `ks` as key `fp`'s record."""
+        ...
+
+    def put_hold(self, until: float, key: str | None) -> None:
+        """Keep the router-wide hold until `until`, set by `key`."""
+        ...
+
+
+def start_month(book: MonthBook, month: str, now: float, *, keep: bool = True) -> None:
+    """Start `month` in a store: usage figures, counters, exhausted flags and
+    accounts go; a cooldown or a hold that may still run (see `ROLLOVER_SKEW`) is
+    kept, `keep=False` (a cleared store) keeps nothing. Pacing logs, budget tallies,
+    the event log and the shared cache are not the month's: no store touches them."""
+    kept = [(fp, k) for fp, ks in book.lasting(now - ROLLOVER_SKEW) if (k := rolled_key(ks, now))]
+    until, key = book.stored_hold()
+    book.empty(month)
+    if not keep:
+        return
+    for fp, ks in kept:
+        book.put_key(fp, ks)
+    if until is not None and hold_kept(until, now):
+        book.put_hold(until, key)
+
+
+class _NewState:
+    """A `MonthBook` that makes the new month's `State` from an old one."""
+
+    def __init__(self, old: State) -> None:
+        self.old = old
+        self.new = State(month=old.month)
+
+    def lasting(self, since: float) -> Iterable[tuple[str, KeyState]]:
+        return self.old.keys.items()
+
+    def stored_hold(self) -> tuple[float | None, str | None]:
+        return self.old.hold_until, self.old.hold_key
+
+    def empty(self, month: str) -> None:
+        old = self.old
+        self.new = State(month=month, rings=old.rings, tallies=old.tallies, events=old.events)
+
+    def put_key(self, fp: str, ks: KeyState) -> None:
+        self.new.keys[fp] = ks
+
+    def put_hold(self, until: float, key: str | None) -> None:
+        self.new.hold_until, self.new.hold_key = until, key
+
+
+def rolled(state: State, month: str, now: float, *, keep: bool = True) -> State:
+    """`state` in a new month (see `start_month`): a hold written at 23:59:50 on the
+    last day still holds at 00:00:05, also after a process whose clock runs ahead
+    rolled the month."""
+    book = _NewState(state)
+    start_month(book, month, now, keep=keep)
+    return book.new

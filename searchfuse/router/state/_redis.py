@@ -16,29 +16,30 @@ without its password; searchfuse never falls back to local state on its own.
 
 from __future__ import annotations
 
-import calendar
 import json
 import math
-import re
 import time
-import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
-from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._budgets import Tally, period_end
-from searchfuse.router.state._codec import tally_from_fields
+from searchfuse.router.state._base import Changes, Store
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, split_namespace
-from searchfuse.router.state._month import Months, hold_kept, month_of, rolled_key
+from searchfuse.router.state._month import Months, month_of, start_month
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._redis_life import Lifetime
+from searchfuse.router.state._redis_tx import (
+    RedisMonth,
+    RedisTx,
+    count,
+    keep_ms,
+    put_fields,
+    stored_month,
+)
 from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
-from searchfuse.router.state._ring import Ring
-from searchfuse.router.state._trust import future_slot, newest_ring
+from searchfuse.router.state._redis_url import redacted_url
 from searchfuse.router.state._values import (
-    _warn,
     account_from_fields,
     account_to_fields,
     key_from_fields,
@@ -67,205 +68,6 @@ for i = 1, #ARGV do
 end
 return rev
 """
-
-
-def redacted_url(url: str) -> str:
-    """`url` without its password (and user), for messages and `repr`.
-
-    A URL that cannot be parsed (a port out of range or not a number, an
-    unclosed `[` of an IPv6 address) is a ConfigError naming the setting,
-    showing the URL without what came before its last `@`."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        scheme, sep, rest = url.partition("://")
-        shown = scheme + sep + rest[rest.rfind("@") + 1 :]
-        raise ConfigError(
-            "state",
-            None,
-            f"{shown!r} is not a usable Redis URL ({exc})",
-            "write redis://[user:password@]host:port/db with a port from 1 to 65535, "
-            "for example redis://127.0.0.1:6379/0",
-        ) from None
-    host = parts.hostname or ""
-    if port:
-        host = f"{host}:{port}"
-    if parts.scheme == "unix":
-        shown = f"unix://{parts.path}"
-    else:
-        shown = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-    _check_database(parts, shown)
-    return shown
-
-
-def _check_database(parts: urllib.parse.SplitResult, shown: str) -> None:
-    """A database the URL names (`/3`, `?db=3`) must be a whole number: the Redis
-    client reads `redis://host/zero` as database 0 without a word, and another
-    fleet's state may live there."""
-    named = urllib.parse.parse_qs(parts.query).get("db", [])
-    if parts.scheme != "unix" and parts.path.strip("/"):
-        named.insert(0, parts.path.strip("/"))
-    for db in named:
-        if not (db.isascii() and db.isdigit()):
-            raise ConfigError(
-                "state",
-                None,
-                f"{shown!r} names the Redis database {db[:40]!r}, which is not a number",
-                "write the database as a number, for example redis://127.0.0.1:6379/0",
-            )
-
-
-def _encode(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-_MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
-_COUNT = re.compile(r"[0-9]{1,18}")
-
-
-def _stored_month(value: Any) -> str:
-    """The month stamped on the state, or `""` (a new month starts) when it is no month."""
-    if isinstance(value, str) and _MONTH.fullmatch(value):
-        return value
-    if value:
-        _warn(f"month {str(value)[:40]!r} is not a month (YYYY-MM); reset")
-    return ""
-
-
-def _count(value: Any, name: str) -> int | None:
-    """A stored counter (`epoch`, `seq`), or `None` when it holds no whole number."""
-    if value is None or value == "":
-        return 0
-    if isinstance(value, str) and _COUNT.fullmatch(value):
-        return int(value)
-    _warn(f"{name} {str(value)[:40]!r} is not a whole number; reset")
-    return None
-
-
-def _month_end(month: str) -> float:
-    year, mon = (int(p) for p in month.split("-"))
-    days = calendar.monthrange(year, mon)[1]
-    return calendar.timegm((year, mon, days, 23, 59, 59, 0, 0, 0)) + 1.0
-
-
-class _Tx(TxState):
-    """A transaction: records are WATCHed and read when first named; writes wait for MULTI."""
-
-    def __init__(self, store: RedisStore, pipe: Any, month: str, hold: tuple[Any, Any]):
-        super().__init__(month, hold[0], hold[1])
-        self._store = store
-        self._pipe = pipe
-        self.pending: list[Callable[[Any], object]] = []
-        self.touched_rings: set[str] = set()
-        #: The transaction's time on the router's clock (expiry is counted from it).
-        self.now = 0.0
-
-    def load_key(self, fp: str) -> KeyState | None:
-        name = self._store.k(fp)
-        self._pipe.watch(name)
-        raw = self._pipe.hgetall(name)
-        return key_from_fields(raw, f"key {fp}") if raw else None
-
-    def load_account(self, name: str) -> AccountUsage | None:
-        key = self._store.a(name)
-        self._pipe.watch(key)
-        raw = self._pipe.hgetall(key)
-        return account_from_fields(raw, f"account {name}") if raw else None
-
-    def load_tally(self, name: str) -> Tally | None:
-        key = self._store.tally_key(name)
-        self._pipe.watch(key)
-        raw = self._pipe.hmget(key, "period", "used")
-        if raw[0] is None and raw[1] is None:
-            return None
-        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn)
-
-    def set_tally(self, name: str, tally: Tally) -> None:
-        super().set_tally(name, tally)
-        key = self._store.tally_key(name)
-        end = period_end(tally.period)
-
-        def write(p: Any) -> None:
-            p.hset(key, mapping={"period": tally.period, "used": repr(tally.used)})
-            if end is not None:
-                # A day after its period ends nobody reads it again; counted on the
-                # router's clock, as every expiry here.
-                p.pexpire(key, max(1000, math.ceil((end + 86400 - self.now) * 1000)))
-
-        self.pending.append(write)
-
-    def _ring(self, name: str) -> tuple[str, int | None, int]:
-        key = self._store.ring_key(name)
-        if name not in self.touched_rings:
-            self._pipe.watch(key)
-            self.touched_rings.add(name)
-        size, seq = self._pipe.hmget(key, "size", "seq")
-        try:
-            stored, position = int(size), int(seq)
-        except (TypeError, ValueError):
-            return key, None, 0
-        if stored < 1 or position < 0:
-            return key, None, 0
-        return key, stored, position
-
-    def _times(self, key: str, name: str) -> dict[str, float | None]:
-        """The log's slot fields and their times (only the fields really stored)."""
-        where = f"pacing log {name}"
-        return {
-            field: optional_number(value, where)
-            for field, value in self._pipe.hgetall(key).items()
-            if field[:1] == "s" and field[1:].isdigit()
-        }
-
-    def ring(self, name: str, size: int) -> Ring:
-        return self._sized(name, size, math.inf)
-
-    def _sized(self, name: str, size: int, now: float) -> Ring:
-        key, stored, seq = self._ring(name)
-        times = self._times(key, name) if stored else {}
-        if stored == size:
-            ring = Ring(size, seq)
-            for field, t in times.items():
-                if int(field[1:]) < size:
-                    ring.set(int(field[1:]), t)
-        else:
-            # From the times really stored, never a loop over the stored size.
-            ring = newest_ring(name, times.values(), size, now)
-            fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
-            fields.update(size=str(size), seq=str(ring.seq))
-            self.pending.append(lambda p: (p.delete(key), p.hset(key, mapping=fields)))
-        self.rings[name] = ring
-        return ring
-
-    def take(self, name: str, limit: int, window: float, now: float) -> float:
-        key, stored, seq = self._ring(name)
-        if stored != limit:
-            resized = self._sized(name, limit, now)  # its rewrite is queued for MULTI
-            seq = resized.seq
-            oldest = resized.get(seq % limit)
-        else:
-            oldest = optional_number(self._pipe.hget(key, f"s{seq % limit}"), f"pacing log {name}")
-            if future_slot(name, oldest, now):
-                # Not believed past now, here and in every other slot of the log.
-                late = {f: repr(now) for f, t in self._times(key, name).items() if t and t > now}
-                self.pending.append(lambda p: p.hset(key, mapping=late))
-                oldest = now
-        slot = seq % limit
-        if oldest is not None and oldest + window > now:
-            return oldest + window - now
-        ttl = max(1, math.ceil(window * 2 * 1000))
-
-        def write(p: Any) -> None:
-            p.hset(key, mapping={f"s{slot}": repr(now), "seq": str(seq + 1), "size": str(limit)})
-            p.pexpire(key, ttl)
-
-        self.pending.append(write)
-        return 0.0
 
 
 class RedisStore(Store):
@@ -348,27 +150,27 @@ class RedisStore(Store):
         return f"{self.ns}:t:{name}"
 
     @property
-    def _month(self) -> str:
+    def month_key(self) -> str:
         return f"{self.ns}:month"
 
     @property
-    def _hold(self) -> str:
+    def hold_key(self) -> str:
         return f"{self.ns}:hold"
 
     @property
-    def _seq(self) -> str:
+    def seq_key(self) -> str:
         return f"{self.ns}:seq"
 
     @property
-    def _epoch(self) -> str:
+    def epoch_key(self) -> str:
         return f"{self.ns}:epoch"
 
     @property
-    def _events(self) -> str:
+    def events_key(self) -> str:
         return f"{self.ns}:events"
 
     @property
-    def _revs(self) -> str:
+    def revs_key(self) -> str:
         return f"{self.ns}:revs"
 
     def _cache(self, key: str) -> str:
@@ -429,20 +231,20 @@ class RedisStore(Store):
         with self.client.pipeline() as pipe:
             for _ in range(MAX_ATTEMPTS):
                 try:
-                    pipe.watch(self._month, self._hold)
-                    stored = _stored_month(pipe.get(self._month))
+                    pipe.watch(self.month_key, self.hold_key)
+                    stored = stored_month(pipe.get(self.month_key))
                     target = self._months.rollover(stored, now)
                     if target is not None:
                         pipe.unwatch()
-                        self._roll(target, now)
+                        self._start_month(target, now)
                         continue
                     month = stored
-                    hold = pipe.hmget(self._hold, "until", "key")
+                    hold = pipe.hmget(self.hold_key, "until", "key")
                     held = (
                         optional_number(hold[0], "hold_until"),
                         optional_text(hold[1], "hold_key"),
                     )
-                    tx = _Tx(self, pipe, month, held)
+                    tx = RedisTx(self, pipe, month, held)
                     tx.now = now
                     result = change(tx)
                     keys = tx.changed_keys()
@@ -456,8 +258,8 @@ class RedisStore(Store):
                     if made:
                         # In the same MULTI: the log shows what the transaction wrote.
                         encoded = [json.dumps(event_to_fields(e)) for e in made]
-                        pipe.lpush(self._events, *encoded)
-                        pipe.ltrim(self._events, 0, MAX_EVENTS - 1)
+                        pipe.lpush(self.events_key, *encoded)
+                        pipe.ltrim(self.events_key, 0, MAX_EVENTS - 1)
                     pipe.execute()
                     return result
                 except self._redis.WatchError:
@@ -471,84 +273,48 @@ class RedisStore(Store):
     def _write(
         self,
         pipe: Any,
-        tx: _Tx,
+        tx: RedisTx,
         keys: dict[str, KeyState],
         accounts: dict[str, AccountUsage],
         now: float,
         month: str,
     ) -> None:
-        keep_ms = self._keep_ms(month, now)
+        keep = keep_ms(month, now)
         names = []
         for fp, ks in keys.items():
-            self._put(pipe, self.k(fp), key_to_fields(ks), keep_ms)
+            put_fields(pipe, self.k(fp), key_to_fields(ks), keep)
             names.append(f"k:{fp}")
         for name, acc in accounts.items():
-            self._put(pipe, self.a(name), account_to_fields(acc), keep_ms)
+            put_fields(pipe, self.a(name), account_to_fields(acc), keep)
             names.append(f"a:{name}")
         if tx.hold_changed():
             if tx.hold_until is None:
-                pipe.delete(self._hold)
+                pipe.delete(self.hold_key)
             else:
                 pipe.hset(
-                    self._hold, mapping={"until": repr(tx.hold_until), "key": tx.hold_key or ""}
+                    self.hold_key, mapping={"until": repr(tx.hold_until), "key": tx.hold_key or ""}
                 )
-                pipe.pexpire(self._hold, max(1000, math.ceil((tx.hold_until - now + 60) * 1000)))
+                pipe.pexpire(self.hold_key, max(1000, math.ceil((tx.hold_until - now + 60) * 1000)))
         for op in tx.pending:
             op(pipe)
         if names or tx.hold_changed():
-            self._bump(keys=[self._seq, self._revs], args=names, client=pipe)
+            self._bump(keys=[self.seq_key, self.revs_key], args=names, client=pipe)
 
-    @staticmethod
-    def _keep_ms(month: str, now: float) -> int:
-        # Last month's records mean nothing: let Redis collect them a day after it ends.
-        return max(1000, math.ceil((_month_end(month) - now + 86400) * 1000))
-
-    @staticmethod
-    def _put(pipe: Any, key: str, fields: dict[str, Any], keep_ms: int) -> None:
-        present = {n: _encode(v) for n, v in fields.items() if v is not None}
-        absent = [n for n, v in fields.items() if v is None]
-        if absent:
-            pipe.hdel(key, *absent)
-        if present:
-            pipe.hset(key, mapping=present)
-        pipe.pexpire(key, keep_ms)
-
-    def _roll(self, month: str, now: float, *, everything: bool = False) -> None:
-        """Start `month`: usage resets; running cooldowns and a running hold are kept
-        (`everything`: a cleared store keeps nothing). Pacing logs always stay."""
+    def _start_month(self, month: str, now: float, *, everything: bool = False) -> None:
+        """Start `month` (see `_month.start_month`; `everything`: a cleared store keeps
+        nothing), unless another process started it meanwhile."""
         with self.client.pipeline() as pipe:
             while True:
                 try:
-                    pipe.watch(self._month, self._revs, self._hold)
-                    stored = _stored_month(pipe.get(self._month))
+                    pipe.watch(self.month_key, self.revs_key, self.hold_key)
+                    stored = stored_month(pipe.get(self.month_key))
                     if not everything and self._months.rollover(stored, now) is None:
                         pipe.unwatch()
                         return
-                    names = pipe.zrange(self._revs, 0, -1)
-                    kept: dict[str, KeyState] = {}
-                    if not everything:
-                        for name in names:
-                            if name.startswith("k:"):
-                                pipe.watch(f"{self.ns}:{name}")
-                                raw = pipe.hgetall(f"{self.ns}:{name}")
-                                survivor = rolled_key(key_from_fields(raw, name), now)
-                                if survivor is not None:
-                                    kept[name[2:]] = survivor
-                    hold = pipe.hmget(self._hold, "until", "key")
-                    hold_until = optional_number(hold[0], "hold_until")
-                    held = not everything and hold_kept(hold_until, now)
+                    book = RedisMonth(self, pipe, now)
+                    start_month(book, month, now, keep=not everything)
                     pipe.multi()
-                    for name in names:
-                        pipe.delete(f"{self.ns}:{name}")
-                    pipe.delete(self._revs, self._seq)
-                    if not held:
-                        pipe.delete(self._hold)
-                    keep_ms = self._keep_ms(month, now)
-                    for fp, ks in kept.items():
-                        self._put(pipe, self.k(fp), key_to_fields(ks), keep_ms)
-                        pipe.zadd(self._revs, {f"k:{fp}": 0})
-                    pipe.set(self._month, month)
-                    pipe.incr(self._epoch)
+                    book.apply(pipe)
                     pipe.execute()
                     return
                 except self._redis.WatchError:
@@ -561,22 +327,22 @@ class RedisStore(Store):
 
     def _changes(self, now: float, since: Any) -> Changes:
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.get(self._month).get(self._epoch).get(self._seq).hmget(self._hold, "until", "key")
-            stored_month, epoch, seq, hold, born = pipe.get(self._life.key).execute()
+            pipe.get(self.month_key).get(self.epoch_key).get(self.seq_key)
+            pipe.hmget(self.hold_key, "until", "key").get(self._life.key)
+            raw_month, epoch, seq, hold, born = pipe.execute()
         self._life.seen(born)
-        stored_month = _stored_month(stored_month)
-        target = self._months.rollover(stored_month, now)
+        month = stored_month(raw_month)
+        target = self._months.rollover(month, now)
         if target is not None:
             # A new month: roll it over once for every process, then read as usual.
-            self._roll(target, now)
+            self._start_month(target, now)
             return self._changes(now, since)
-        month = stored_month
-        epoch_n, seq_n = _count(epoch, "epoch"), _count(seq, "seq")
+        epoch_n, seq_n = count(epoch, "epoch"), count(seq, "seq")
         if epoch_n is None or seq_n is None:
             # Counters that hold no number: start a new epoch from 0, so every
             # reader reads everything again, and writes can count again.
-            self.client.set(self._epoch, (epoch_n or 0) + 1)
-            self.client.set(self._seq, 0)
+            self.client.set(self.epoch_key, (epoch_n or 0) + 1)
+            self.client.set(self.seq_key, 0)
             return self._changes(now, since)
         token = (epoch_n, seq_n)
         hold_until = optional_number(hold[0], "hold_until")
@@ -585,7 +351,7 @@ class RedisStore(Store):
         if not complete and since[1] == seq_n:
             return Changes(token, False, month, hold_until, hold_key)
         after = "-inf" if complete else f"({since[1]}"
-        names = self.client.zrangebyscore(self._revs, after, "+inf")
+        names = self.client.zrangebyscore(self.revs_key, after, "+inf")
         keys: dict[str, KeyState] = {}
         accounts: dict[str, AccountUsage] = {}
         with self.client.pipeline(transaction=False) as pipe:
@@ -607,7 +373,7 @@ class RedisStore(Store):
     def events(self, limit: int = 50) -> list[Event]:
         if limit <= 0:
             return []
-        rows = self._call(self.client.lrange, self._events, 0, limit - 1)
+        rows = self._call(self.client.lrange, self.events_key, 0, limit - 1)
         found = []
         for row in rows:
             try:
@@ -619,7 +385,7 @@ class RedisStore(Store):
         return found
 
     def clear(self, now: float) -> None:
-        self._call(self._roll, month_of(now), now, everything=True)
+        self._call(self._start_month, month_of(now), now, everything=True)
 
     # -- the shared cache --------------------------------------------------------------------
 
