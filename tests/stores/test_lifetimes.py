@@ -81,9 +81,8 @@ def test_a_database_deleted_under_a_running_router_is_opened_again(
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)  # someone cleans up state/
     fake.fail_next(429, retry_after=30, path="/search")
-    with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
-        with pytest.raises(RateLimited):
-            running.search("limited")
+    with caplog.at_level(logging.WARNING, logger="searchfuse.state"), pytest.raises(RateLimited):
+        running.search("limited")
     assert "deleted or replaced while in use" in caplog.text
     assert db.exists()
     # A process started now opens the file at the path: it sees the hold.

@@ -24,12 +24,16 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store
+from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, split_namespace
+from searchfuse.router.state._grant import Charge, Grant
 from searchfuse.router.state._month import Months, month_of, start_month
 from searchfuse.router.state._records import AccountUsage, KeyState, State
+from searchfuse.router.state._redis_grant import GRANT, script_grant
 from searchfuse.router.state._redis_life import Lifetime
 from searchfuse.router.state._redis_tx import (
+    BUMP,
     RedisMonth,
     RedisTx,
     count,
@@ -37,7 +41,7 @@ from searchfuse.router.state._redis_tx import (
     put_fields,
     stored_month,
 )
-from searchfuse.router.state._redis_types import reset_wrong_types, wrong_type
+from searchfuse.router.state._redis_types import RedisNames, reset_wrong_types, wrong_type
 from searchfuse.router.state._redis_url import redacted_url
 from searchfuse.router.state._values import (
     account_from_fields,
@@ -59,18 +63,8 @@ MAX_ATTEMPTS = 200
 #: Bound on connecting and on every command.
 SOCKET_TIMEOUT = 5.0
 
-# INCR the change counter and stamp every named record with the new revision,
-# inside the transaction's MULTI, so readers of `changes` see whole updates.
-_BUMP = """
-local rev = redis.call('INCR', KEYS[1])
-for i = 1, #ARGV do
-  redis.call('ZADD', KEYS[2], rev, ARGV[i])
-end
-return rev
-"""
 
-
-class RedisStore(Store):
+class RedisStore(RedisNames, Store):
     """Router state in Redis, shared by every process on every host using the same URL.
 
     Args:
@@ -127,58 +121,17 @@ class RedisStore(Store):
                     self.url, None, f"is not a Redis URL ({exc})", "write redis://host:6379/0"
                 ) from None
         self.client = client
-        self._bump = client.register_script(_BUMP)
+        self._bump = client.register_script(BUMP)
+        self._grant = client.register_script(GRANT)
+        #: The stored month as this process last accepted it (the grant script
+        #: decides only in that month; `None`: not looked yet).
+        self._month_now: str | None = None
         self._call(client.ping)
         self._life = Lifetime(client, self.ns, self.url)
         self._call(self._life.start)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, namespace={self.ns!r})"
-
-    # -- names -----------------------------------------------------------------------------
-
-    def k(self, fp: str) -> str:
-        return f"{self.ns}:k:{fp}"
-
-    def a(self, name: str) -> str:
-        return f"{self.ns}:a:{name}"
-
-    def ring_key(self, name: str) -> str:
-        return f"{self.ns}:ring:{name}"
-
-    def tally_key(self, name: str) -> str:
-        return f"{self.ns}:t:{name}"
-
-    @property
-    def month_key(self) -> str:
-        return f"{self.ns}:month"
-
-    @property
-    def hold_key(self) -> str:
-        return f"{self.ns}:hold"
-
-    @property
-    def seq_key(self) -> str:
-        return f"{self.ns}:seq"
-
-    @property
-    def epoch_key(self) -> str:
-        return f"{self.ns}:epoch"
-
-    @property
-    def events_key(self) -> str:
-        return f"{self.ns}:events"
-
-    @property
-    def revs_key(self) -> str:
-        return f"{self.ns}:revs"
-
-    def _cache(self, key: str) -> str:
-        return f"{self.ns}:c:{key}"
-
-    @property
-    def _cache_index(self) -> str:
-        return f"{self.ns}:cache"
 
     # -- errors ------------------------------------------------------------------------------
 
@@ -238,7 +191,7 @@ class RedisStore(Store):
                         pipe.unwatch()
                         self._start_month(target, now)
                         continue
-                    month = stored
+                    month = self._month_now = stored
                     hold = pipe.hmget(self.hold_key, "until", "key")
                     held = (
                         optional_number(hold[0], "hold_until"),
@@ -320,6 +273,54 @@ class RedisStore(Store):
                 except self._redis.WatchError:
                     continue
 
+    def grant(
+        self,
+        now: float,
+        fp: str,
+        *,
+        rpm: int | None,
+        window: float,
+        honour_hold: bool,
+        charge: Charge | None = None,
+        spend: tuple[Line, ...] = (),
+    ) -> Grant:
+        """What `Store.grant` decides, in one round trip (`_redis_grant`); values the
+        script does not take as they are, and a month's turn, take the careful path."""
+        month = self._month_now
+        if month and self._months.rollover(month, now) is None:
+            found = script_grant(
+                self,
+                month,
+                now,
+                fp,
+                rpm=rpm,
+                window=window,
+                honour_hold=honour_hold,
+                charge=charge,
+                spend=spend,
+            )
+            if found is not None:
+                return found
+        return super().grant(
+            now, fp, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge, spend=spend
+        )
+
+    def run_script(self, keys: list[str], args: list[Any]) -> Any:
+        """Run the grant script (`_redis_grant.GRANT`)."""
+        return self._call(self._grant, keys=keys, args=args)
+
+    def log_events(self, events: list[Event]) -> None:
+        """Add `events` to the event log (the newest `MAX_EVENTS` are kept)."""
+        encoded = [json.dumps(event_to_fields(e)) for e in events]
+        self._call(
+            lambda: (
+                self.client.pipeline()
+                .lpush(self.events_key, *encoded)
+                .ltrim(self.events_key, 0, MAX_EVENTS - 1)
+                .execute()
+            )
+        )
+
     # -- reads ----------------------------------------------------------------------------------
 
     def changes(self, now: float, since: Any) -> Changes:
@@ -337,6 +338,7 @@ class RedisStore(Store):
             # A new month: roll it over once for every process, then read as usual.
             self._start_month(target, now)
             return self._changes(now, since)
+        self._month_now = month
         epoch_n, seq_n = count(epoch, "epoch"), count(seq, "seq")
         if epoch_n is None or seq_n is None:
             # Counters that hold no number: start a new epoch from 0, so every

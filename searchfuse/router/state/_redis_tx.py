@@ -26,7 +26,18 @@ from searchfuse.router.state._values import (
     optional_text,
 )
 
-__all__ = ["RedisMonth", "RedisTx", "count", "keep_ms", "put_fields", "stored_month"]
+__all__ = ["BUMP", "RedisMonth", "RedisTx", "count", "keep_ms", "put_fields", "stored_month"]
+
+
+# INCR the change counter and stamp every named record with the new revision,
+# inside the transaction's MULTI, so readers of `changes` see whole updates.
+BUMP = """
+local rev = redis.call('INCR', KEYS[1])
+for i = 1, #ARGV do
+  redis.call('ZADD', KEYS[2], rev, ARGV[i])
+end
+return rev
+"""
 
 
 def _encode(value: Any) -> str:
