@@ -20,6 +20,7 @@ holds the script to `acquire`, case by case.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 from searchfuse.router.state._budgets import Line, period_end
@@ -162,36 +163,17 @@ def script_grant(
 ) -> Grant | None:
     """The grant decided by `GRANT` in one round trip; `None` when the script asks
     for the careful path (see the module docstring)."""
-    keys = [
-        store.month_key,
-        store.hold_key,
-        store.k(fp),
-        store.a(charge.account_id if charge else ""),
-        store.ring_key(search_log(fp)),
-        store.seq_key,
-        store.revs_key,
-    ]
-    args: list[Any] = [
-        month,
-        repr(now),
-        "1" if honour_hold else "0",
-        "" if rpm is None else str(rpm),
-        repr(window),
-        max(1, math.ceil(window * 2 * 1000)),
-        "1" if charge else "0",
-        repr(charge.credits) if charge else "0",
-        (charge.account or "") if charge else "",
-        keep_ms(month, now),
-        f"k:{fp}",
-        f"a:{charge.account_id}" if charge else "",
-        len(spend),
-    ]
-    for line in spend:
-        keys.append(store.tally_key(line.name))
-        end = period_end(line.period)
-        ttl = "" if end is None else max(1000, math.ceil((end + 86400 - now) * 1000))
-        args += [line.period, repr(line.limit), repr(line.amount), ttl]
-    answer = store.run_script(keys, args)
+    # A search asks with the same key, charge and budgets as the last one: the
+    # script's keys and arguments are made once per hour (expiries count from
+    # the hour's start, so they run at most an hour long), only now changes.
+    hour = int(now // 3600)
+    ask = (month, hour, fp, rpm, window, honour_hold, charge, spend)
+    made = _MADE.get(store)
+    if made is None or made[0] != ask:
+        made = _MADE[store] = (ask, *_call_for(store, ask, hour * 3600.0))
+    args = made[2].copy()
+    args[1] = repr(now)
+    answer = store.run_script(made[1], args)
     verdict = answer[0]
     if verdict == "careful":
         return None
@@ -215,6 +197,47 @@ def script_grant(
     detail = f"budget {refused.name}: {refused.used:g} of {refused.limit:g} used"
     store.log_events([Event(now, EventKind.BUDGET, None, fp, detail, until and wait, until)])
     return Grant("budget", wait, over=refused)
+
+
+#: The last call's keys and arguments, per store (see `script_grant`).
+_MADE: weakref.WeakKeyDictionary[Any, tuple[Any, list[str], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[str], list[Any]]:
+    """The script's keys and arguments for `ask`, expiries counted from `since`."""
+    month, _, fp, rpm, window, honour_hold, charge, spend = ask
+    keys = [
+        store.month_key,
+        store.hold_key,
+        store.k(fp),
+        store.a(charge.account_id if charge else ""),
+        store.ring_key(search_log(fp)),
+        store.seq_key,
+        store.revs_key,
+    ]
+    args: list[Any] = [
+        month,
+        "",
+        "1" if honour_hold else "0",
+        "" if rpm is None else str(rpm),
+        repr(window),
+        max(1, math.ceil(window * 2 * 1000)),
+        "1" if charge else "0",
+        repr(charge.credits) if charge else "0",
+        (charge.account or "") if charge else "",
+        keep_ms(month, since),
+        f"k:{fp}",
+        f"a:{charge.account_id}" if charge else "",
+        len(spend),
+    ]
+    for line in spend:
+        keys.append(store.tally_key(line.name))
+        end = period_end(line.period)
+        ttl = "" if end is None else max(1000, math.ceil((end + 86400 - since) * 1000))
+        args += [line.period, repr(line.limit), repr(line.amount), ttl]
+    return keys, args
 
 
 def _with_use(line: Line, used: float) -> Line:
