@@ -388,8 +388,9 @@ class Ledger:
 
     def shared_cache(self, **options: Any) -> MutableMapping[Hashable, Any]:
         """A TTL cache in the store, on the router's clock (`options`: see `SharedCache`)."""
-        from searchfuse.router.state._cache import SharedCache
+        from searchfuse.router.state._cache import FLIGHT_WAIT, SharedCache
 
+        options.setdefault("wait", min(FLIGHT_WAIT, self.options.deadline or FLIGHT_WAIT))
         return SharedCache(self.store, timer=self.now, scrub=self._scrub, **options)
 
 

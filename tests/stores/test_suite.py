@@ -275,3 +275,22 @@ def test_the_shared_cache_evicts_what_expires_soonest_in_every_store(opener: Ope
         store.cache_set(f"k{i}", str(i), NOW + 100 + i, 3)
     assert sorted(opener().cache_keys(NOW)) == ["k1", "k2", "long"]
     assert opener().cache_get("long", NOW) == "kept"
+
+
+def test_one_claim_on_a_cache_entry_at_a_time(opener: Opener) -> None:
+    import time
+
+    from searchfuse.router.state import JsonFileStore
+
+    store, other = opener(), opener()
+    soon = time.time() + 30
+    assert store.cache_claim("k", "first", soon)
+    assert store.cache_claim("k", "first", soon)  # its own claim: still its own
+    single_flight = not isinstance(store, JsonFileStore)  # the JSON file keeps no claims
+    assert other.cache_claim("k", "second", soon) is not single_flight
+    store.cache_release("k", "second")  # not its claim: nothing happens
+    assert other.cache_claim("k", "third", soon) is not single_flight
+    store.cache_release("k", "first")
+    assert other.cache_claim("k", "second", soon)  # released: free again
+    assert store.cache_claim("gone", "first", time.time() - 1)  # claims that ran out...
+    assert other.cache_claim("gone", "second", soon)  # ...are free

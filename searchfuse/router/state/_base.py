@@ -118,6 +118,18 @@ class Store(Protocol):
         """Release connections and files."""
         ...
 
+    def cache_claim(self, key: str, owner: str, until: float) -> bool:
+        """Claim the search for cache entry `key` for `owner` until `until` (wall-clock
+        seconds: processes race in real time, whatever their routers' clocks say);
+        True when `owner` holds the claim now (it was free, expired, or its own).
+        The others wait for the entry instead of paying for the same search. A store
+        without claims says True: every process searches (no single flight)."""
+        return True
+
+    def cache_release(self, key: str, owner: str) -> None:
+        """End `owner`'s claim on `key` (its entry is written, or will not be)."""
+        return None
+
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the log (429s, cooldowns, holds, moves down
         the chain, budget refusals), newest first; keys by fingerprint only."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ class MemoryStore(Store):
         self._epoch = 0
         self._cache: dict[str, tuple[str, float]] = {}
         self._months = Months()
+        self._claims: dict[str, tuple[str, float]] = {}
 
     def __repr__(self) -> str:
         return "MemoryStore()"
@@ -136,6 +138,19 @@ class MemoryStore(Store):
     def cache_keys(self, now: float) -> list[str]:
         with self._lock:
             return [k for k, (_, exp) in self._cache.items() if exp > now]
+
+    def cache_claim(self, key: str, owner: str, until: float) -> bool:
+        with self._lock:
+            held = self._claims.get(key)
+            if held is None or held[0] == owner or held[1] <= time.time():
+                self._claims[key] = (owner, until)
+                return True
+            return False
+
+    def cache_release(self, key: str, owner: str) -> None:
+        with self._lock:
+            if self._claims.get(key, ("",))[0] == owner:
+                del self._claims[key]
 
     def close(self) -> None:
         return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,10 +29,12 @@ from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, s
 from searchfuse.router.state._grant import Charge, Grant
 from searchfuse.router.state._month import Months, month_of, start_month
 from searchfuse.router.state._records import AccountUsage, KeyState, State
+from searchfuse.router.state._redis_cache import RedisBase
 from searchfuse.router.state._redis_grant import GRANT, script_grant
 from searchfuse.router.state._redis_life import Lifetime
 from searchfuse.router.state._redis_tx import (
     BUMP,
+    RELEASE,
     RedisMonth,
     RedisTx,
     count,
@@ -41,7 +42,6 @@ from searchfuse.router.state._redis_tx import (
     put_fields,
     stored_month,
 )
-from searchfuse.router.state._redis_types import RedisNames, reset_wrong_types, wrong_type
 from searchfuse.router.state._redis_url import redacted_url
 from searchfuse.router.state._values import (
     account_from_fields,
@@ -64,7 +64,7 @@ MAX_ATTEMPTS = 200
 SOCKET_TIMEOUT = 5.0
 
 
-class RedisStore(RedisNames, Store):
+class RedisStore(RedisBase, Store):
     """Router state in Redis, shared by every process on every host using the same URL.
 
     Args:
@@ -123,6 +123,7 @@ class RedisStore(RedisNames, Store):
         self.client = client
         self._bump = client.register_script(BUMP)
         self._grant = client.register_script(GRANT)
+        self._release = client.register_script(RELEASE)
         #: The stored month as this process last accepted it (the grant script
         #: decides only in that month; `None`: not looked yet).
         self._month_now: str | None = None
@@ -132,47 +133,6 @@ class RedisStore(RedisNames, Store):
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, namespace={self.ns!r})"
-
-    # -- errors ------------------------------------------------------------------------------
-
-    def _unavailable(self, exc: Exception) -> StoreUnavailable:
-        return StoreUnavailable(
-            self.url,
-            f"cannot be reached ({type(exc).__name__})",
-            "Start Redis or fix the URL; searchfuse does not fall back to local state on "
-            "its own (use state=None or a file path for that)",
-        )
-
-    def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        for attempt in range(2):
-            try:
-                return fn(*args, **kwargs)
-            except self._redis.WatchError:
-                raise
-            except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
-                raise self._unavailable(exc) from None
-            except self._redis.ResponseError as exc:
-                # A key of ours holding another type: reset it (named in the log), once.
-                if attempt or not wrong_type(exc) or not self._reset_wrong_types():
-                    raise self._answered(exc) from None
-            except self._redis.RedisError as exc:
-                raise self._answered(exc) from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _reset_wrong_types(self) -> list[str]:
-        try:
-            return reset_wrong_types(self.client, self.ns)
-        except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
-            raise self._unavailable(exc) from None
-        except self._redis.RedisError as exc:
-            raise self._answered(exc) from None
-
-    def _answered(self, exc: Exception) -> StoreUnavailable:
-        return StoreUnavailable(
-            self.url,
-            f"answered an error ({type(exc).__name__}: {str(exc)[:120]})",
-            "check the server",
-        )
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -388,58 +348,6 @@ class RedisStore(RedisNames, Store):
 
     def clear(self, now: float) -> None:
         self._call(self._start_month, month_of(now), now, everything=True)
-
-    # -- the shared cache --------------------------------------------------------------------
-
-    def cache_get(self, key: str, now: float) -> str | None:
-        raw = self._call(self.client.get, self._cache(key))
-        if raw is None:
-            return None
-        try:
-            value, expires = json.loads(raw)
-        except (ValueError, TypeError):
-            return None
-        if not isinstance(value, str) or not isinstance(expires, int | float) or expires <= now:
-            return None
-        return value
-
-    def cache_set(
-        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
-    ) -> None:
-        # Expiry is decided on the router's clock (stored with the value); Redis's
-        # own TTL, counted from now on the server, only collects the entry later:
-        # it is the entry's length on the writer's clock (a test clock months
-        # behind would otherwise make it a second), with a minute to spare.
-        left = expires_at - (time.time() if now is None else now)
-        ttl_ms = max(1000, math.ceil(left * 1000) + 60_000)
-
-        def put() -> None:
-            with self.client.pipeline() as pipe:
-                pipe.set(self._cache(key), json.dumps([value, expires_at]), px=ttl_ms)
-                pipe.zadd(self._cache_index, {key: expires_at})
-                pipe.execute()
-            extra = self.client.zcard(self._cache_index) - max(1, maxsize)
-            if extra > 0:
-                oldest = self.client.zrange(self._cache_index, 0, extra - 1)
-                if oldest:
-                    with self.client.pipeline() as pipe:
-                        pipe.delete(*[self._cache(k) for k in oldest])
-                        pipe.zrem(self._cache_index, *oldest)
-                        pipe.execute()
-
-        self._call(put)
-
-    def cache_delete(self, key: str) -> None:
-        def drop() -> None:
-            with self.client.pipeline() as pipe:
-                pipe.delete(self._cache(key))
-                pipe.zrem(self._cache_index, key)
-                pipe.execute()
-
-        self._call(drop)
-
-    def cache_keys(self, now: float) -> list[str]:
-        return list(self._call(self.client.zrangebyscore, self._cache_index, f"({now}", "+inf"))
 
     def close(self) -> None:
         self.client.close()

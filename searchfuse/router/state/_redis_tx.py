@@ -26,7 +26,16 @@ from searchfuse.router.state._values import (
     optional_text,
 )
 
-__all__ = ["BUMP", "RedisMonth", "RedisTx", "count", "keep_ms", "put_fields", "stored_month"]
+__all__ = [
+    "BUMP",
+    "RELEASE",
+    "RedisMonth",
+    "RedisTx",
+    "count",
+    "keep_ms",
+    "put_fields",
+    "stored_month",
+]
 
 
 # INCR the change counter and stamp every named record with the new revision,
@@ -37,6 +46,13 @@ for i = 1, #ARGV do
   redis.call('ZADD', KEYS[2], rev, ARGV[i])
 end
 return rev
+"""
+
+#: Delete a claim only if its owner is the one releasing it (it may have expired
+#: and been taken by another process meanwhile).
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 

@@ -28,7 +28,14 @@ FIXED = {
     "events": "list",
 }
 #: Families of keys by prefix (after the namespace and a colon).
-FAMILIES = {"k:": "hash", "a:": "hash", "ring:": "hash", "t:": "hash", "c:": "string"}
+FAMILIES = {
+    "k:": "hash",
+    "a:": "hash",
+    "ring:": "hash",
+    "t:": "hash",
+    "c:": "string",
+    "claim:": "string",
+}
 _GLOB = re.compile(r"([\\*?\[\]])")
 
 

@@ -35,7 +35,8 @@ from searchfuse.router.state._records import (
     State,
     copied,
 )
-from searchfuse.router.state._sqlite_file import CHECKPOINT_EVERY, Database
+from searchfuse.router.state._sqlite_cache import SqlCache
+from searchfuse.router.state._sqlite_file import CHECKPOINT_EVERY
 from searchfuse.router.state._sqlite_rows import (
     ACCOUNT_COLS,
     CHARGE_ACCOUNT,
@@ -70,7 +71,7 @@ _FRESH_CLEAN = Grant("ok", clean=True, fresh=True)
 _MAX_LOG = 64
 
 
-class SqliteStore(Database, Store):
+class SqliteStore(SqlCache, Store):
     """Router state in an SQLite file shared by every process on the machine.
 
     `busy_timeout` bounds how long a transaction waits for another
@@ -396,48 +397,3 @@ class SqliteStore(Database, Store):
             row = conn.execute("SELECT epoch FROM searchfuse_meta").fetchone()
             epoch = row[0] if row and positive_int(row[0], zero=True) else 0
             start_month(SqlMonth(conn, (None, None), epoch + 1), month_of(now), now, keep=False)
-
-    # -- the shared cache -------------------------------------------------------------------
-
-    def cache_get(self, key: str, now: float) -> str | None:
-        try:
-            row = (
-                self._conn()
-                .execute("SELECT value, expires FROM cache WHERE key = ?", (key,))
-                .fetchone()
-            )
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-        if row is None or not isinstance(row[0], str):
-            return None
-        expires = optional_number(row[1], "cache expiry")
-        if expires is None or expires <= now:
-            return None
-        return str(row[0])
-
-    def cache_set(
-        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
-    ) -> None:
-        with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO cache (key, value, expires) VALUES (?, ?, ?)",
-                (key, value, expires_at),
-            )
-            conn.execute(
-                "DELETE FROM cache WHERE key IN "
-                "(SELECT key FROM cache ORDER BY expires DESC LIMIT -1 OFFSET ?)",
-                (max(1, maxsize),),
-            )
-
-    def cache_delete(self, key: str) -> None:
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM cache WHERE key = ?", (key,))
-
-    def cache_keys(self, now: float) -> list[str]:
-        try:
-            rows = (
-                self._conn().execute("SELECT key FROM cache WHERE expires > ?", (now,)).fetchall()
-            )
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-        return [str(r[0]) for r in rows]

@@ -23,6 +23,7 @@ from searchfuse.router.state._records import AccountUsage, KeyState, copied
 from searchfuse.router.state._repair import move_aside, own_sqlite_file
 from searchfuse.router.state._sqlite_rows import (
     ACCOUNT_COLS,
+    CLAIMS,
     EVENTS,
     KEY_COLS,
     SCHEMA,
@@ -361,8 +362,11 @@ class Database:
                     conn.execute(TALLIES)
                 if "events" not in tables:
                     conn.execute(EVENTS)
+                if "claims" not in tables:
+                    conn.execute(CLAIMS)
                 return
         try:
+            conn.execute(CLAIMS)
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)

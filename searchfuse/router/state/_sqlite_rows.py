@@ -55,6 +55,9 @@ EVENTS = (
 # The text last: a number's bytes after a masked key in the file would read as its tail.
 EVENT_COLS = ("time", "kind", "provider", "fingerprint", "retry_after", "until", "detail")
 INSERT_EVENT = f"INSERT INTO events ({', '.join(EVENT_COLS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+#: Claims on cache entries being searched for (see `Store.cache_claim`); made in
+#: older databases on open.
+CLAIMS = "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT, until REAL)"
 KEY_COLS = tuple(KEY_FIELDS)
 ACCOUNT_COLS = tuple(ACCOUNT_FIELDS)
 SCHEMA = f"""
