@@ -10,8 +10,8 @@ Run: ``python benchmarks/bench_store.py [--processes 8] [--updates 300]``
 2. ``Router.search`` against an in-process transport that answers at once, so
    what is measured is the router (selection, pacing, state) and not HTTP:
    1,000 keys against one key, default store (SQLite), ratio in the same run.
-3. The grant on Redis (hold, cooldown, pacing window, budget charge and the
-   search counted, in one script: one round trip) against a bare ``INCR`` on
+3. The grant on Redis (hold, cooldown, pacing window and the search counted,
+   in one script: one round trip) against a bare ``INCR`` on
    the same server in the same run, and the optimistic ``WATCH``/``MULTI``
    transaction it replaced; then the same with ``--processes`` writers at once.
    ``--grant-only`` runs just this part.
@@ -73,12 +73,10 @@ GRANTER = textwrap.dedent(
     """
     import json, sys, time
     from searchfuse.router.state import Charge, RedisStore, Store
-    from searchfuse.router.state._budgets import Line
     url, ns, kind = sys.argv[1], sys.argv[2], sys.argv[3]
     n, start = int(sys.argv[4]), float(sys.argv[5])
     store = RedisStore(url, namespace=ns)
     charge = Charge("fp", "acct", None, 1.0)
-    spend = (Line(0, "router::searches:", "", 1e12, 1.0),)
     client = store.client
     def call(i):
         if kind == "incr":
@@ -86,7 +84,7 @@ GRANTER = textwrap.dedent(
         else:
             grant = store.grant if kind == "script" else lambda *a, **k: Store.grant(store, *a, **k)
             grant(time.time(), "fp", rpm=10**9, window=60.0, honour_hold=True,
-                  charge=charge, spend=spend)
+                  charge=charge)
     for i in range(50):
         call(i)
     while time.time() < start:

@@ -23,7 +23,7 @@ FIFO, a device or a missing folder is a ConfigError; nothing is created).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
@@ -37,6 +37,7 @@ from searchfuse.router.state._month import month_of
 from searchfuse.router.state._paths import redis_url
 from searchfuse.router.state._records import AccountUsage, Availability, KeyState, KeyUsage, State
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import KeySlot, key_slots
 
 if TYPE_CHECKING:
     from searchfuse.router.state._redis import RedisStore
@@ -82,13 +83,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def open_store(state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[str] = ()) -> Store:
+def open_store(
+    state: Store | str | os.PathLike[str] | None,
+    *,
+    fleet: Iterable[str] = (),
+    key_order: Sequence[KeySlot] | None = None,
+) -> Store:
     """The store a `state=` value names (see the module docstring).
 
     `fleet`: the fingerprints of the router's keys. A Redis URL without a
     `?namespace=` keeps the records under this key set's own namespace, so
     fleets with other keys on the same server never hold or reset each other
-    (see `state/_fleet.py`)."""
+    (see `state/_fleet.py`). `key_order`: the configured keys in the keys file's
+    order, which a file store matches the original skill's records by position
+    against."""
     if state is None:
         return MemoryStore()
     url = redis_url(state) if isinstance(state, str) else None
@@ -99,10 +107,10 @@ def open_store(state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[
         return RedisStore(url, namespace=named or fleet_namespace(fleet))
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
-            return JsonFileStore(state)
+            return JsonFileStore(state, key_order=key_order)
         from searchfuse.router.state._sqlite import SqliteStore
 
-        return SqliteStore(state)
+        return SqliteStore(state, key_order=key_order)
     if not isinstance(state, Store):
         raise TypeError(
             f"state must be a path, a Redis URL, a Store or None, not {state!r} "
@@ -113,9 +121,15 @@ def open_store(state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[
 
 
 def open_owned(
-    state: Store | str | os.PathLike[str] | None, *, fleet: Iterable[str] = ()
-) -> tuple[Store, bool]:
-    """`open_store(state, fleet=fleet)`, and whether it opened the store (rather
-    than being given one): a router closes the stores it opened, not yours."""
-    store = open_store(state, fleet=fleet)
-    return store, store is not state
+    state: Store | str | os.PathLike[str] | None, keys: Sequence[Any] = ()
+) -> tuple[Store, Callable[[], None]]:
+    """The store `state` names for a router holding `keys` (its fleet, and the order
+    the original skill's records are matched by), and how to close it: a router
+    closes the store it opened, never one it was given."""
+    fleet = [k.fingerprint for k in keys]
+    store = open_store(state, fleet=fleet, key_order=key_slots(keys))
+    return store, (store.close if store is not state else _keep_open)
+
+
+def _keep_open() -> None:
+    return None

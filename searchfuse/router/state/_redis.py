@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store
-from searchfuse.router.state._budgets import Line
+from searchfuse.router.state._budgets import Line, Tally, live_tallies
+from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._fleet import DEFAULT_NAMESPACE, check_namespace, split_namespace
 from searchfuse.router.state._grant import Charge, Grant
@@ -42,8 +43,10 @@ from searchfuse.router.state._redis_tx import (
     put_fields,
     stored_month,
 )
+from searchfuse.router.state._redis_types import glob_escape
 from searchfuse.router.state._redis_url import redacted_url
 from searchfuse.router.state._values import (
+    _warn,
     account_from_fields,
     account_to_fields,
     key_from_fields,
@@ -244,10 +247,12 @@ class RedisStore(RedisBase, Store):
         charge: Charge | None = None,
         spend: tuple[Line, ...] = (),
     ) -> Grant:
-        """What `Store.grant` decides, in one round trip (`_redis_grant`); values the
-        script does not take as they are, and a month's turn, take the careful path."""
+        """What `Store.grant` decides, in one round trip (`_redis_grant`); budgets,
+        values the script does not take as they are, and a month's turn take the
+        careful path."""
         month = self._month_now
-        if month and self._months.rollover(month, now) is None:
+        # Budgets (their tallies' periods and expiries) take the careful path.
+        if month and not spend and self._months.rollover(month, now) is None:
             found = script_grant(
                 self,
                 month,
@@ -332,6 +337,24 @@ class RedisStore(RedisBase, Store):
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
 
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        start = self.tally_key("")
+        names = [
+            k.decode() if isinstance(k, bytes) else str(k)
+            for k in self._call(lambda: list(self.client.scan_iter(match=f"{glob_escape(start)}*")))
+        ]
+        names = [n for n in names if n[len(start) :].startswith(prefix)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for n in names:
+                pipe.hmget(n, "period", "used", "expires")
+            rows = self._call(pipe.execute) if names else []
+        found = {
+            n[len(start) :]: tally_from_fields(r[0], r[1], f"budget {n}", _warn, r[2])
+            for n, r in zip(names, rows, strict=True)
+            if r[0] is not None or r[1] is not None
+        }
+        return live_tallies(found, now, prefix)
+
     def events(self, limit: int = 50) -> list[Event]:
         if limit <= 0:
             return []
@@ -345,6 +368,17 @@ class RedisStore(RedisBase, Store):
             if event is not None:
                 found.append(event)
         return found
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        fields = self._call(self.client.hgetall, self.ring_key(name))
+        times = []
+        for field, value in fields.items():
+            if field[:1] == "s" and field[1:].isdigit():
+                try:
+                    times.append(float(value))
+                except ValueError:
+                    continue
+        return sorted(t for t in times if math.isfinite(t))
 
     def clear(self, now: float) -> None:
         self._call(self._start_month, month_of(now), now, everything=True)

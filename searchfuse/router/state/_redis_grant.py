@@ -2,7 +2,9 @@
 
 `acquire` (state/_grant.py) is the meaning of a grant: the budgets, the 429
 hold, the key's state, a slot in its pacing log, the search counted in
-advance. On Redis, running it as an optimistic transaction costs several round
+advance. The script decides all but the budgets; a grant with budgets (their
+tallies carry periods and expiries that move on a refusal too) takes the
+careful path. On Redis, running it as an optimistic transaction costs several round
 trips and, with writers racing, retries (`WATCH`/`MULTI`). This script makes
 the same decision, in the same order, on the server, in one `EVALSHA`:
 nothing else runs on the server meanwhile, so it is atomic across every

@@ -137,24 +137,32 @@ class RedisTx(TxState):
     def load_tally(self, name: str) -> Tally | None:
         key = self._store.tally_key(name)
         self._pipe.watch(key)
-        raw = self._pipe.hmget(key, "period", "used")
+        raw = self._pipe.hmget(key, "period", "used", "expires")
         if raw[0] is None and raw[1] is None:
             return None
-        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn)
+        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn, raw[2])
 
     def set_tally(self, name: str, tally: Tally) -> None:
         super().set_tally(name, tally)
         key = self._store.tally_key(name)
-        end = period_end(tally.period)
+        expires = tally.expires
+        if expires is None and (end := period_end(tally.period)) is not None:
+            expires = end + 86400  # a day after its period ends nobody reads it again
+        fields = {"period": tally.period, "used": repr(tally.used)}
 
         def write(p: Any) -> None:
-            p.hset(key, mapping={"period": tally.period, "used": repr(tally.used)})
-            if end is not None:
-                # A day after its period ends nobody reads it again; counted on the
-                # router's clock, as every expiry here.
-                p.pexpire(key, max(1000, math.ceil((end + 86400 - self.now) * 1000)))
+            p.hset(key, mapping={**fields, "expires": repr(expires) if expires else ""})
+            if expires is not None:
+                # Redis drops it when it expires, counted on the router's clock as
+                # every expiry here (`State.forget_tallies` has nothing to do).
+                p.pexpire(key, max(1000, math.ceil((expires - self.now) * 1000)))
+            else:
+                p.persist(key)
 
         self.pending.append(write)
+
+    def forget_tallies(self, now: float) -> None:
+        return None  # each tally's TTL does it
 
     def ring(self, name: str, size: int) -> Ring:
         """Pacing log `name` as a ring of `size` slots, to look at (nothing is written)."""

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-__all__ = ["RedisNames", "expected_types", "reset_wrong_types", "wrong_type"]
+__all__ = ["RedisNames", "expected_types", "glob_escape", "reset_wrong_types", "wrong_type"]
 
 log = logging.getLogger("searchfuse.state")
 
@@ -37,6 +37,11 @@ FAMILIES = {
     "claim:": "string",
 }
 _GLOB = re.compile(r"([\\*?\[\]])")
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a Redis glob pattern matching only itself."""
+    return _GLOB.sub(r"\\\1", text)
 
 
 def wrong_type(exc: BaseException) -> bool:

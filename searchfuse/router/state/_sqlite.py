@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store
@@ -35,6 +35,7 @@ from searchfuse.router.state._records import (
     State,
     copied,
 )
+from searchfuse.router.state._skill import KeySlot
 from searchfuse.router.state._sqlite_cache import SqlCache
 from searchfuse.router.state._sqlite_file import CHECKPOINT_EVERY
 from searchfuse.router.state._sqlite_rows import (
@@ -80,7 +81,13 @@ class SqliteStore(SqlCache, Store):
     never writes to it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        key_order: Sequence[KeySlot] | None = None,
+    ) -> None:
         # What this process knows to be in the database: as of token `_known`
         # (epoch, seq), the records in `_current` equal their rows, and `_log`
         # holds what each commit after `_log_base` changed (this process's own
@@ -89,7 +96,7 @@ class SqliteStore(SqlCache, Store):
         self._sync_lock = threading.Lock()
         self._months = Months()
         self._forget()
-        super().__init__(path, busy_timeout=busy_timeout)
+        super().__init__(path, busy_timeout=busy_timeout, key_order=key_order)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path.name!r})"

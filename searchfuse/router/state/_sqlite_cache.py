@@ -1,11 +1,15 @@
-"""The SQLite store's shared cache: entries with their expiry, and the claims that
-let one process search for an entry while the others wait for it."""
+"""The SQLite store's shared cache (entries with their expiry, and the claims that
+let one process search for an entry while the others wait for it), and what
+it reads without a write lock (budget tallies, a pacing log)."""
 
 from __future__ import annotations
 
 import sqlite3
 
+from searchfuse.router.state._budgets import Tally
+from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._sqlite_file import Database
+from searchfuse.router.state._values import _warn as _default_warn
 from searchfuse.router.state._values import optional_number
 
 __all__ = ["SqlCache"]
@@ -56,6 +60,32 @@ class SqlCache(Database):
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         return [str(r[0]) for r in rows]
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        try:
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT name, period, used, expires FROM tallies "
+                    "WHERE substr(name, 1, ?) = ? AND (expires IS NULL OR expires > ?)",
+                    (len(prefix), prefix, now),
+                )
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return {
+            str(r[0]): tally_from_fields(r[1], r[2], f"budget {r[0]}", _default_warn, r[3])
+            for r in rows
+        }
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        try:
+            rows = self._conn().execute("SELECT t FROM ring_slots WHERE name = ?", (name,))
+            times = [t for (t,) in rows]
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return sorted(t for t in times if isinstance(t, int | float) and not isinstance(t, bool))
 
     def cache_claim(self, key: str, owner: str, until: float) -> bool:
         import time

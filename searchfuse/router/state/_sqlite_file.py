@@ -12,7 +12,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._paths import check_path, not_state
 from searchfuse.router.state._records import AccountUsage, KeyState, copied
 from searchfuse.router.state._repair import move_aside, own_sqlite_file
+from searchfuse.router.state._skill import KeySlot
 from searchfuse.router.state._sqlite_rows import (
     ACCOUNT_COLS,
     CLAIMS,
@@ -29,12 +30,14 @@ from searchfuse.router.state._sqlite_rows import (
     SCHEMA,
     SCHEMA_VERSION,
     TALLIES,
+    TALLIES_EXPIRES,
     UNKNOWN,
     collect,
     ident_of,
     import_json,
     rollback,
 )
+from searchfuse.router.state._sqlite_wal import Checkpointer
 from searchfuse.router.state._values import account_from_fields, key_from_fields
 
 __all__ = ["CHECKPOINT_EVERY", "Database"]
@@ -55,61 +58,6 @@ _AUTOCHECKPOINT_PAGES = 10_000
 _PAGE_SIZE = 1024
 
 
-class _Checkpointer:
-    """A daemon thread that checkpoints the WAL when asked (`PRAGMA
-    wal_checkpoint(PASSIVE)`: it never waits for readers or writers).
-
-    Started on first use, one per store and process; `close` stops it.
-    """
-
-    def __init__(self, path: Path, busy_timeout: float) -> None:
-        self.path = path
-        self.busy_timeout = busy_timeout
-        self.done = 0
-        self._wake = threading.Event()
-        self._closing = False
-        self._pid = os.getpid()
-        self._thread = threading.Thread(
-            target=self._run, name=f"searchfuse-checkpoint-{path.name}", daemon=True
-        )
-        self._thread.start()
-
-    def alive(self) -> bool:
-        return self._pid == os.getpid() and self._thread.is_alive()
-
-    def request(self) -> None:
-        self._wake.set()
-
-    def close(self, timeout: float = 5.0) -> None:
-        self._closing = True
-        self._wake.set()
-        if self.alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._closing:
-                    return
-                try:
-                    if conn is None:
-                        conn = sqlite3.connect(
-                            self.path, timeout=self.busy_timeout, isolation_level=None
-                        )
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.done += 1
-                except sqlite3.Error as exc:
-                    # The next commit's checkpoint, or SQLite's own, will do it.
-                    log.debug("checkpoint of %s failed: %s", self.path.name, exc)
-        finally:
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-
-
 #: What SQLite says about a file whose pages it cannot read.
 _DAMAGE = re.compile(r"malformed|not a database|disk image|corrupt")
 
@@ -126,7 +74,15 @@ class Database:
     """An SQLite state file of searchfuse's, shared by every process on the machine
     (see `SqliteStore`)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        key_order: Sequence[KeySlot] | None = None,
+    ) -> None:
+        #: The configured keys in order: what the original skill's records by position are.
+        self._key_order = None if key_order is None else tuple(key_order)
         self.path = Path(path)
         self.busy_timeout = float(busy_timeout)
         self._local = threading.local()
@@ -134,7 +90,7 @@ class Database:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._commits = 0
-        self._checkpointer: _Checkpointer | None = None
+        self._checkpointer: Checkpointer | None = None
         #: (device, inode) of the file opened: a write checks the path still names it.
         self._ident: tuple[int, int] | None = None
         self._reopen_lock = threading.Lock()
@@ -338,7 +294,7 @@ class Database:
         with self._all_lock:
             checkpointer = self._checkpointer
             if checkpointer is None or not checkpointer.alive():
-                checkpointer = self._checkpointer = _Checkpointer(self.path, self.busy_timeout)
+                checkpointer = self._checkpointer = Checkpointer(self.path, self.busy_timeout)
         checkpointer.request()
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
@@ -360,6 +316,11 @@ class Database:
                     )
                 if "tallies" not in tables:
                     conn.execute(TALLIES)
+                elif "expires" not in {r[1] for r in conn.execute("PRAGMA table_info(tallies)")}:
+                    # A database from before tallies expired: its rows get an expiry
+                    # when next charged or refused.
+                    conn.execute("ALTER TABLE tallies ADD COLUMN expires REAL")
+                conn.execute(TALLIES_EXPIRES)
                 if "events" not in tables:
                     conn.execute(EVENTS)
                 if "claims" not in tables:
@@ -379,7 +340,7 @@ class Database:
             (SCHEMA_VERSION,),
         )
         if self._created:
-            import_json(conn, self.path)
+            import_json(conn, self.path, self._key_order)
 
     # -- rows --------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from searchfuse.router.state._records import (
     KeyUsage,
 )
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import SKILL_FORMAT, KeySlot, by_position, is_positional
 from searchfuse.router.state._values import (
     ACCOUNT_FIELDS,
     KEY_FIELDS,
@@ -45,7 +46,12 @@ def columns(spec: dict[str, str]) -> str:
 
 
 #: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
-TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
+TALLIES = (
+    "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL, "
+    "expires REAL)"
+)
+#: Expired tallies are dropped by expiry (`State.forget_tallies`).
+TALLIES_EXPIRES = "CREATE INDEX IF NOT EXISTS tallies_expires ON tallies (expires)"
 #: The event log (`state/_events.py`), the newest `MAX_EVENTS` rows; made in older
 #: databases on open.
 EVENTS = (
@@ -82,6 +88,7 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 {TALLIES};
+{TALLIES_EXPIRES};
 {EVENTS}
 """
 SELECT_KEY = f"SELECT {', '.join(KEY_COLS)} FROM keys WHERE fp = ?"
@@ -246,7 +253,9 @@ def meta_counters_bad(row: tuple[Any, ...]) -> bool:
     return not (positive_int(row[3], zero=True) and positive_int(row[4], zero=True))
 
 
-def import_json(conn: sqlite3.Connection, path: Path) -> None:
+def import_json(
+    conn: sqlite3.Connection, path: Path, key_order: Sequence[KeySlot] | None = None
+) -> None:
     """Bring `quota.json` from the same folder into a new database, once.
 
     The JSON file is only read: it stays as it is, and is never written again.
@@ -259,6 +268,19 @@ def import_json(conn: sqlite3.Connection, path: Path) -> None:
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         log.warning("not importing %s into %s: %s", source.name, path.name, exc)
         return
+    how = ""
+    if is_positional(data):
+        data, how = by_position(data, key_order)
+        if data is None:
+            log.warning(
+                "not importing %s into %s: %s (%s is left as it is; cooldowns are "
+                "relearned from Tavily's answers)",
+                source.name,
+                path.name,
+                how,
+                source.name,
+            )
+            return
     if not looks_like_state(data):
         log.warning("not importing %s: it is not searchfuse state", source.name)
         return
@@ -273,9 +295,10 @@ def import_json(conn: sqlite3.Connection, path: Path) -> None:
         (state.month, state.hold_until, state.hold_key, source.name),
     )
     log.info(
-        "imported %s (%d keys) into %s; the JSON file is no longer written",
+        "imported %s (%d keys%s) into %s; the JSON file is no longer written",
         source.name,
         len(state.keys),
+        f": {SKILL_FORMAT}, {how}" if how else "",
         path.name,
     )
 

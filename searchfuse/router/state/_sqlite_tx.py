@@ -67,21 +67,25 @@ class SqlTx(TxState):
 
     def load_tally(self, name: str) -> Tally | None:
         row = self._conn.execute(
-            "SELECT period, used FROM tallies WHERE name = ?", (name,)
+            "SELECT period, used, expires FROM tallies WHERE name = ?", (name,)
         ).fetchone()
         return (
             None
             if row is None
-            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn)
+            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn, row[2])
         )
 
     def set_tally(self, name: str, tally: Tally) -> None:
         super().set_tally(name, tally)
         # Written inside this transaction (rolled back with it).
         self._conn.execute(
-            "INSERT OR REPLACE INTO tallies (name, period, used) VALUES (?, ?, ?)",
-            (name, tally.period, tally.used),
+            "INSERT OR REPLACE INTO tallies (name, period, used, expires) VALUES (?, ?, ?, ?)",
+            (name, tally.period, tally.used, tally.expires),
         )
+
+    def forget_tallies(self, now: float) -> None:
+        super().forget_tallies(now)
+        self._conn.execute("DELETE FROM tallies WHERE expires <= ?", (now,))
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return take_slot(SqlLog(self._conn), name, limit, window, now)
