@@ -261,7 +261,8 @@ class JsonFileStore(Store):
         snapshot = _copy(state)
         raw = self._text.text(snapshot, cache)
         self._check_replaced()
-        ensure_parent(self.path)
+        if self._read_ident is None:
+            ensure_parent(self.path)  # (a file just read has its folder)
         # State is a cache: atomic, but no fsync on every search.
         atomic_write(self.path, raw, durable=False)
         self._parsed = (raw.rstrip(), snapshot, cache)
@@ -269,6 +270,14 @@ class JsonFileStore(Store):
     def _check_replaced(self) -> None:
         """Whatever is at the path now, if it is not the file this transaction read,
         must be searchfuse state to be replaced (a keys file copied there is not)."""
+        try:
+            there = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._unreadable(exc) from None
+        if stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == self._read_ident:
+            return  # the file this transaction read: its own state
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
