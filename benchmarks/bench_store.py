@@ -53,13 +53,13 @@ WORKER = textwrap.dedent(
 )
 
 
-def contention(kind: str, where: str, processes: int, updates: int) -> list[float]:
-    start = time.time() + 3.0
+def timed(script: str, args: list[str], processes: int, lead: float) -> list[float]:
+    """Run `script` in `processes` processes that start together `lead` seconds
+    from now (the last argument); their latencies in seconds, sorted."""
+    start = str(time.time() + lead)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, kind, where, str(updates), str(start)],
-            stdout=subprocess.PIPE,
-            text=True,
+            [sys.executable, "-c", script, *args, start], stdout=subprocess.PIPE, text=True
         )
         for _ in range(processes)
     ]
@@ -67,6 +67,10 @@ def contention(kind: str, where: str, processes: int, updates: int) -> list[floa
     for proc in procs:
         samples += json.loads(proc.communicate(timeout=600)[0])
     return sorted(samples)
+
+
+def contention(kind: str, where: str, processes: int, updates: int) -> list[float]:
+    return timed(WORKER, [kind, where, str(updates)], processes, 3.0)
 
 
 GRANTER = textwrap.dedent(
@@ -109,19 +113,8 @@ def grants(url: str, processes: int, calls: int, rounds: int) -> dict[str, list[
     out: dict[str, list[float]] = {kind: [] for kind in GRANT_KINDS}
     for r in range(rounds):
         for kind in GRANT_KINDS:
-            start = time.time() + 1.0
             ns = f"bench-grant-{kind}-{r}-{time.time_ns()}"
-            procs = [
-                subprocess.Popen(
-                    [sys.executable, "-c", GRANTER, url, ns, kind, str(calls), str(start)],
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for _ in range(processes)
-            ]
-            samples: list[float] = []
-            for proc in procs:
-                samples += json.loads(proc.communicate(timeout=600)[0])
+            samples = timed(GRANTER, [url, ns, kind, str(calls)], processes, 1.0)
             out[kind].append(statistics.median(samples))
     return out
 
