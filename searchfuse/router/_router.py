@@ -40,8 +40,7 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Event, Store, open_store
-from searchfuse.router.state._skill import key_slots
+from searchfuse.router.state import Event, Store, cache_scope, open_owned
 from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -178,7 +177,7 @@ class Router(BudgetReports):
         wiring = _chainbuild.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state, key_order=key_slots(self.config.keys))
+        store, self._close_store = open_owned(state, self.config.keys)
         self._chain = _chainbuild.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
@@ -367,19 +366,20 @@ class Router(BudgetReports):
     def shared_cache(
         self, *, ttl: float = 900.0, maxsize: int = 256
     ) -> MutableMapping[Hashable, Any]:
-        """A TTL cache kept in this router's store: every process sharing the store
-        (and this one after a restart) sees its entries, which expire on the
-        router's clock. `guard(router=router, cache="shared")` uses it."""
-        return self._core.ledger.shared_cache(ttl, maxsize)
+        """A TTL cache in this router's store for its providers, addresses and keys, seen by
+        every process sharing the store; `guard(router=router, cache="shared")` uses it."""
+        where = [(c.provider.name, c.http.base_url, c.ledger.keys) for c in self._chain.cores]
+        return self._core.ledger.shared_cache(ttl=ttl, maxsize=maxsize, scope=cache_scope(where))
 
     def reset_month(self) -> None:
         """Forget all local state: cooldowns, usage figures, counters."""
         self._core.ledger.clear()
 
     def close(self) -> None:
-        """Close the HTTP connection pools."""
+        """Close the HTTP connection pools, and the store if this router opened it."""
         for core in self._chain.cores:
             core.http.close()
+        self._close_store()
 
     async def aclose(self) -> None:
         """Close every HTTP connection pool, sync and async."""
