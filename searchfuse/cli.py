@@ -738,7 +738,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             per_turn=args.per_turn,
             min_interval=args.min_interval,
             ready=lambda url: _err(
-                f"searchfuse mcp: serving tavily_search on {url} (streamable HTTP); "
+                f"searchfuse mcp: serving web_search and tavily_search on {url} (streamable HTTP); "
                 "stop with Ctrl-C"
             ),
         )
