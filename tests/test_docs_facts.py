@@ -383,3 +383,18 @@ def test_the_public_surface_the_examples_rely_on_is_exported() -> None:
         searchfuse.__all__
     )
     assert {"Router", "KeyStatus", "MemoryStore", "open_store"} <= set(searchfuse.router.__all__)
+
+
+def test_the_reference_shows_every_exported_name_and_lists_every_page() -> None:
+    reference = ROOT / "docs" / "reference"
+    # Router has its place on the searchfuse page; the exceptions on the errors page.
+    for module, page in ((searchfuse, "searchfuse.md"), (searchfuse.router, "router.md")):
+        members = set(re.findall(r"^\s+- (\w+)$", (reference / page).read_text(), re.MULTILINE))
+        errors = set(
+            re.findall(r"^class (\w+)", (ROOT / "searchfuse" / "errors.py").read_text(), re.M)
+        )
+        missing = set(module.__all__) - members - errors - {"__version__", "Router"}
+        assert not missing, f"docs/reference/{page} leaves out {sorted(missing)}"
+    index = (reference / "index.md").read_text(encoding="utf-8")
+    pages = {p.relative_to(reference).as_posix() for p in reference.rglob("*.md")}
+    assert {p for p in pages if f"]({p})" not in index} == {"index.md"}
