@@ -60,34 +60,11 @@ def budget_report(router: Router) -> list[dict[str, Any]]:
 
     A budget per conversation or per user has a tally for each of them; `used` and
     `left` are `None` there (each conversation's own use is in its results'
-    `searchfuse.budgets`). The tallies are read in a transaction that changes nothing.
+    `searchfuse.budgets`, and in `Router.budgets(conversation=...)`). Read through
+    [`Router.budgets`][searchfuse.Router.budgets], which takes no write lock.
     """
-    # The router's spend is not public yet: this is the one place that reaches it.
-    from searchfuse._spend import SpendScope
-
-    core = router._chain.first
-    spend = core.spend
-    if not spend.active:
-        return []
-    now = router.now()
-    counted = core.ledger.store.update(now, lambda state: spend.status(state, SpendScope(), now))
-    shared = iter(counted)
-    rows = []
-    for budget in spend.budgets:
-        if budget.per == "router":
-            rows.append(next(shared))
-        else:
-            rows.append(
-                {
-                    "per": budget.per,
-                    "unit": budget.unit,
-                    "period": budget.period,
-                    "used": None,
-                    "limit": budget.limit,
-                    "left": None,
-                }
-            )
-    return rows
+    fields = ("per", "unit", "period", "used", "limit", "left")
+    return [{f: row.to_dict()[f] for f in fields} for row in router.budgets()]
 
 
 def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:

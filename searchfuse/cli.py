@@ -45,7 +45,7 @@ from searchfuse.errors import (
     StoreUnavailable,
 )
 from searchfuse.providers import tavily as tavily_facts
-from searchfuse.router import Router
+from searchfuse.router import BudgetStatus, Router
 from searchfuse.router._keysfile import default_state
 from searchfuse.router.status import KeyStatus
 from searchfuse.router.tavily import MAX_QUERY_LENGTH
@@ -447,12 +447,43 @@ def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
 def cmd_status(args: argparse.Namespace) -> int:
     if args.watch or args.interval is not None:
         return _watch_status(args)
-    records = _read_only(args, "status reads a copy of it and writes nothing back", Router.status)
-    if args.json:
+    instead = "status reads a copy of it and writes nothing back"
+    only_budgets = args.budgets or args.user or args.conversation
+    records, budgets, now = _read_only(args, instead, _status_of(args, not only_budgets))
+    if only_budgets:
+        _show_budgets(args, budgets, now)
+    elif args.json:
         _json([r.to_dict() for r in records])
     else:
         _out(format_status(records))
+        if budgets:
+            _out()
+            _show_budgets(args, budgets, now)
     return EXIT_OK
+
+
+def _status_of(
+    args: argparse.Namespace, keys: bool
+) -> Callable[[Router], tuple[list[KeyStatus], list[BudgetStatus], float]]:
+    """What `status` reads of a router: its keys (when `keys`), its budgets, its time."""
+
+    def read(router: Router) -> tuple[list[KeyStatus], list[BudgetStatus], float]:
+        try:
+            budgets = router.budgets(user=args.user, conversation=args.conversation)
+        except ValueError as exc:
+            raise UsageError(f"searchfuse status: error: {exc}") from None
+        return (router.status() if keys else []), budgets, router.now()
+
+    return read
+
+
+def _show_budgets(args: argparse.Namespace, rows: Sequence[BudgetStatus], now: float) -> None:
+    """`status --budgets`: each budget's use (`SEARCHFUSE_BUDGETS`), every process counted."""
+    if args.json:
+        _json([row.to_dict() for row in rows])
+    else:
+        lines = [escape_controls(row.summary(now)) for row in rows] or ["no budgets set"]
+        _out("budgets\n" + "\n".join(f"  {line}" for line in lines))
 
 
 def _watch_status(args: argparse.Namespace) -> int:
@@ -887,6 +918,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
     json_flag(p)
+    p.add_argument(
+        "--budgets",
+        action="store_true",
+        help="show only the spend budgets (SEARCHFUSE_BUDGETS): used, limit and left",
+    )
+    p.add_argument("--user", metavar="ID", help="with budgets: this user's use")
+    p.add_argument("--conversation", metavar="ID", help="with budgets: this conversation's use")
     p.add_argument(
         "--watch", action="store_true", help="a live view until Ctrl-C (the watch extra)"
     )

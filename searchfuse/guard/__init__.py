@@ -16,6 +16,7 @@ from searchfuse.guard.core import Guard, GuardState, reset_all
 from searchfuse.guard.decorator import Guarded, GuardOptions, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
+from searchfuse.guard.near import near_key, near_query
 
 if TYPE_CHECKING:
     from searchfuse._tools import TavilyTool, WebTool, tavily_tool, web_tool
@@ -43,6 +44,8 @@ __all__ = [
     "current_turn_id",
     "guard",
     "guard_state",
+    "near_key",
+    "near_query",
     "normalize_query",
     "reset_all",
     "search_key",

@@ -1,16 +1,15 @@
 """The ledger: the only code that reads or writes the router's store.
 
-Every decision that must hold across threads, processes and hosts is one store transaction
-here: the grant (hold, key state, a pacing slot, the search counted in advance), the
-settlement of an answer, the refund of one not served, a failure's park and hold, `/usage` claims.
+Every decision that must hold across threads, processes and hosts is one store transaction here:
+the grant (hold, key state, a pacing slot, the search counted in advance), the settlement of an
+answer, the refund of one not served, a failure's park and hold, `/usage` claims.
 
-The view and its shortcut. Searches pick keys from a *view*: the store's state as of the
-last look, kept up to date from what changed since (one indexed query for SQLite, none when
-nothing changed). The invariant: the view may be stale, but nothing is ever sent on it
-alone, because every send is granted by a transaction that reads the rows it decides on.
-So a burst staying on its key may skip even the look when the last grant found the store
-unchanged by anyone else since this router's own writes (`Grant.fresh`); every write of
-this router's own clears that trust.
+The view and its shortcut. Searches pick keys from a *view*: the store's state as of the last look,
+kept up to date from what changed since (one indexed query for SQLite, none when nothing changed).
+The invariant: the view may be stale, but nothing is ever sent on it alone, because every send is
+granted by a transaction that reads the rows it decides on. So a burst staying on its key may skip
+even the look when the last grant found the store unchanged by anyone else since this router's own
+writes (`Grant.fresh`); every write of this router's own clears that trust.
 """
 
 from __future__ import annotations
@@ -43,12 +42,16 @@ log = logging.getLogger("searchfuse.router")
 
 @dataclass(frozen=True)
 class Charged:
-    """A search counted when it was granted: its expected `credits`, whether the
-    key already looked as a success leaves it (`clean`), and its budgets (`spent`)."""
+    """A search counted at its grant: `credits`, `clean` (a success changes nothing), `spent`."""
 
     credits: float
     clean: bool
     spent: Spent | None = None
+
+    def take_back(self, state: State, entry: KeyEntry) -> None:
+        """Refund what this counted, budgets included (inside a transaction)."""
+        state.refund(entry.fingerprint, entry.account_id, self.credits)
+        give_back(state, self.spent)
 
 
 class Ledger:
@@ -231,7 +234,7 @@ class Ledger:
 
     def refund(self, entry: KeyEntry, charged: Charged) -> None:
         """Take back what was counted for a search that was not served."""
-        self.store.update(self.now(), lambda state: _take_back(state, entry, charged))
+        self.store.update(self.now(), lambda state: charged.take_back(state, entry))
 
     # -- reacting to a failure ----------------------------------------------------------
 
@@ -265,7 +268,7 @@ class Ledger:
             # The park and the hold are one transaction: a process that sees the
             # key parked also sees the hold, and refuses without a request.
             if refund is not None:
-                _take_back(state, entry, refund)
+                refund.take_back(state, entry)
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
@@ -373,6 +376,10 @@ class Ledger:
         shown = {e.fingerprint: e.masked for e in known}, {e.fingerprint: e.provider for e in known}
         return [e.shown(*shown) for e in self.store.events(limit)]
 
+    def tallies(self, prefix: str) -> dict[str, Any]:
+        """Budget tallies named `prefix...`, live now (read only: `Store.tallies`)."""
+        return self.store.tallies(self.now(), prefix)
+
     def pacing_log(self, fp: str) -> list[float] | None:
         """When key `fp`'s latest searches were granted (read only; `None`: unknown)."""
         return self.store.pacing_log(search_log(fp))
@@ -391,9 +398,3 @@ class Ledger:
         from searchfuse.router.state._cache import SharedCache
 
         return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub)
-
-
-def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:
-    """Refund what `charged` counted, budgets included (inside a transaction)."""
-    state.refund(entry.fingerprint, entry.account_id, charged.credits)
-    give_back(state, charged.spent)

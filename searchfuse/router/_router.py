@@ -30,7 +30,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
-from searchfuse.router._spend import Spend
+from searchfuse.router._spend import BudgetReports, Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -49,7 +49,7 @@ __all__ = ["On429", "Router"]
 T = TypeVar("T")
 
 
-class Router:
+class Router(BudgetReports):
     """A quota-aware client for several Tavily keys.
 
     ```python
@@ -120,9 +120,9 @@ class Router:
     on a rate limit under `on_429="stop"`, after the retries under `"retry"`, past
     a provider no key of which can serve; each result's `searchfuse.degraded` says
     which provider was passed over and why.
-        budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
-            counted with each grant (see `spend_scope`); over one, a call raises
-            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
+        budgets: [`Budget`][searchfuse.Budget]s kept in the store (default: those
+            `SEARCHFUSE_BUDGETS` names), checked and counted with each grant (see `spend_scope`);
+            over one, a call raises [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
         prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
             prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
@@ -166,7 +166,7 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
-        spend = Spend(budgets, prices)  # checked before anything is opened
+        spend = Spend(budgets, prices, environ)  # checked before anything is opened
         empty = fallback is not None and not keys
         self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes

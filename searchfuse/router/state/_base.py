@@ -62,6 +62,10 @@ class Store(Protocol):
     `grant` (the pacing decision as one `update`; a store may make it more
     cheaply, as `SqliteStore` does), `blocking` (whether a transaction may
     wait on another process, so async callers run it in a worker thread),
+    `events` (none kept) and `tallies` (none listed). A store that keeps the
+    event log writes the events of a transaction (`TxState.made_events`) in
+    that transaction.
+
     `events` (none kept) and `pacing_log` (`None`: cannot tell). A store that
     keeps the event log writes the events of a transaction
     (`TxState.made_events`) in that transaction.
@@ -119,6 +123,11 @@ class Store(Protocol):
         """The newest `limit` events of the log (429s, cooldowns, holds, moves down
         the chain, budget refusals), newest first; keys by fingerprint only."""
         return []
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        """The budget tallies whose names start with `prefix` and that have not
+        expired at `now`, read without a write transaction (none kept: `{}`)."""
+        return {}
 
     def pacing_log(self, name: str) -> list[float] | None:
         """The times pacing log `name` keeps (`"search:<fp>"`), oldest first, read

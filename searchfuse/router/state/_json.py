@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
+from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, state_from_json, state_to_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
@@ -787,6 +788,10 @@ class JsonFileStore(Store):
                 month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
             )
             self._save(fresh, self._cache_raw)
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        found = self._current()  # tallies carry their own period: no month to roll
+        return {} if found is None else live_tallies(found[1].tallies, now, prefix)
 
     def events(self, limit: int = 50) -> list[Event]:
         found = self._current()

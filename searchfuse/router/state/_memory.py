@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState, logged
+from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import State, copied
@@ -103,6 +104,10 @@ class MemoryStore(Store):
             )
             self._revs.clear()
             self._epoch += 1
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        with self._lock:
+            return live_tallies(self._state.tallies, now, prefix)
 
     def events(self, limit: int = 50) -> list[Event]:
         with self._lock:

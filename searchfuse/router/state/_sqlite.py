@@ -73,7 +73,12 @@ def _columns(spec: dict[str, str]) -> str:
 
 
 #: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
-_TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
+_TALLIES = (
+    "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL, "
+    "expires REAL)"
+)
+#: Expired tallies are dropped by expiry (`State.forget_tallies`).
+_TALLIES_EXPIRES = "CREATE INDEX IF NOT EXISTS tallies_expires ON tallies (expires)"
 #: The event log (`state/_events.py`), the newest `MAX_EVENTS` rows; made in older
 #: databases on open.
 _EVENTS = (
@@ -107,6 +112,7 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 {_TALLIES};
+{_TALLIES_EXPIRES};
 {_EVENTS}
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
@@ -225,21 +231,25 @@ class _Tx(TxState):
 
     def load_tally(self, name: str) -> Tally | None:
         row = self._conn.execute(
-            "SELECT period, used FROM tallies WHERE name = ?", (name,)
+            "SELECT period, used, expires FROM tallies WHERE name = ?", (name,)
         ).fetchone()
         return (
             None
             if row is None
-            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn)
+            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn, row[2])
         )
 
     def set_tally(self, name: str, tally: Tally) -> None:
         super().set_tally(name, tally)
         # Written inside this transaction (rolled back with it).
         self._conn.execute(
-            "INSERT OR REPLACE INTO tallies (name, period, used) VALUES (?, ?, ?)",
-            (name, tally.period, tally.used),
+            "INSERT OR REPLACE INTO tallies (name, period, used, expires) VALUES (?, ?, ?, ?)",
+            (name, tally.period, tally.used, tally.expires),
         )
+
+    def forget_tallies(self, now: float) -> None:
+        super().forget_tallies(now)
+        self._conn.execute("DELETE FROM tallies WHERE expires <= ?", (now,))
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return _take(self._conn, name, limit, window, now)
@@ -704,6 +714,11 @@ class SqliteStore(Store):
                     )
                 if "tallies" not in tables:
                     conn.execute(_TALLIES)
+                elif "expires" not in {r[1] for r in conn.execute("PRAGMA table_info(tallies)")}:
+                    # A database from before tallies expired: its rows get an expiry
+                    # when next charged or refused.
+                    conn.execute("ALTER TABLE tallies ADD COLUMN expires REAL")
+                conn.execute(_TALLIES_EXPIRES)
                 if "events" not in tables:
                     conn.execute(_EVENTS)
                 return
@@ -1125,6 +1140,24 @@ class SqliteStore(Store):
 
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        try:
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT name, period, used, expires FROM tallies "
+                    "WHERE substr(name, 1, ?) = ? AND (expires IS NULL OR expires > ?)",
+                    (len(prefix), prefix, now),
+                )
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return {
+            str(r[0]): tally_from_fields(r[1], r[2], f"budget {r[0]}", _default_warn, r[3])
+            for r in rows
+        }
 
     def events(self, limit: int = 50) -> list[Event]:
         if limit <= 0:
