@@ -67,6 +67,17 @@ _ENV_VARIABLES = (
     "SEARCHFUSE_CONFIG",
     "SEARCHFUSE_STATE",
     "SEARCHFUSE_COOLDOWN_MINUTES",
+    # A reader's machine may name other providers, budgets or rates: the pages assume none.
+    "SEARCHFUSE_PROVIDERS",
+    "SEARCHFUSE_BUDGETS",
+    "SEARCHFUSE_RPM",
+    "EXA_API_KEYS",
+    "EXA_API_KEY",
+    "BRAVE_API_KEYS",
+    "BRAVE_API_KEY",
+    "SERPER_API_KEYS",
+    "SERPER_API_KEY",
+    "SEARXNG_URL",
 )
 
 
