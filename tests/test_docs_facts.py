@@ -19,6 +19,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import importlib
 import inspect
 import io
 import json
@@ -110,9 +111,11 @@ def command_lines() -> list[tuple[str, str]]:
         for language, start, lines in _fenced(page):
             if language not in _SCRIPT | {"console"}:
                 continue
+            # A console block with prompts shows output after them; one without is a script.
+            prompts = language == "console" and any(x.startswith("$ ") for x in lines)
             for offset, line in enumerate(lines):
                 text = line.strip()
-                if language == "console" and not text.startswith("$ "):
+                if prompts and not text.startswith("$ "):
                     continue  # what the command printed
                 text = text.removeprefix("$ ").removeprefix("python -m ")
                 if text.startswith("searchfuse ") or text == "searchfuse":
@@ -388,13 +391,24 @@ def test_the_public_surface_the_examples_rely_on_is_exported() -> None:
 def test_the_reference_shows_every_exported_name_and_lists_every_page() -> None:
     reference = ROOT / "docs" / "reference"
     # Router has its place on the searchfuse page; the exceptions on the errors page.
-    for module, page in ((searchfuse, "searchfuse.md"), (searchfuse.router, "router.md")):
+    top = set(re.findall(r"^\s+- (\w+)$", (reference / "searchfuse.md").read_text(), re.M))
+    guard_package = importlib.import_module("searchfuse.guard")  # the attribute is guard()
+    pages = ((searchfuse, "searchfuse.md"), (searchfuse.router, "router.md"))
+    for module, page in (*pages, (guard_package, "guard.md")):
         members = set(re.findall(r"^\s+- (\w+)$", (reference / page).read_text(), re.MULTILINE))
+        members |= top  # what the package re-exports is documented there
         errors = set(
             re.findall(r"^class (\w+)", (ROOT / "searchfuse" / "errors.py").read_text(), re.M)
         )
         missing = set(module.__all__) - members - errors - {"__version__", "Router"}
         assert not missing, f"docs/reference/{page} leaves out {sorted(missing)}"
     index = (reference / "index.md").read_text(encoding="utf-8")
-    pages = {p.relative_to(reference).as_posix() for p in reference.rglob("*.md")}
-    assert {p for p in pages if f"]({p})" not in index} == {"index.md"}
+    written = {p.relative_to(reference).as_posix() for p in reference.rglob("*.md")}
+    assert {p for p in written if f"]({p})" not in index} == {"index.md"}
+
+
+def test_the_mcp_page_lists_the_options_of_searchfuse_mcp() -> None:
+    table = _section(ROOT / "docs" / "integrations" / "mcp.md", "Options")
+    documented = {cell.split()[0] for cell in _first_column(table)}
+    accepted = {o for o in COMMANDS["mcp"]._option_string_actions if o.startswith("--")}
+    assert documented == (accepted - {"--help", "--verbose"}) | {"-v"}
