@@ -412,3 +412,15 @@ def test_the_mcp_page_lists_the_options_of_searchfuse_mcp() -> None:
     documented = {cell.split()[0] for cell in _first_column(table)}
     accepted = {o for o in COMMANDS["mcp"]._option_string_actions if o.startswith("--")}
     assert documented == (accepted - {"--help", "--verbose"}) | {"-v"}
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    silent = [
+        f"searchfuse {name} {action.option_strings[0]}"
+        for name, parser in COMMANDS.items()
+        for action in parser._actions
+        if action.option_strings and not action.help  # SUPPRESS hides init's/demo's paths
+    ]
+    assert not silent, "options without a help text"
+    untold = [name for name, parser in COMMANDS.items() if not parser.description]
+    assert not untold
