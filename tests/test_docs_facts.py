@@ -424,3 +424,17 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     assert not silent, "options without a help text"
     untold = [name for name, parser in COMMANDS.items() if not parser.description]
     assert not untold
+
+
+def test_the_guard_pages_options_table_is_guards_signature() -> None:
+    from searchfuse import guard
+
+    page = (ROOT / "docs" / "guard.md").read_text(encoding="utf-8")
+    table = page.split("The options, all keyword-only:")[1].split("\n## ")[0]
+    documented = _first_column(table)
+    keywords = {
+        name
+        for name, parameter in inspect.signature(guard).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert documented == keywords
