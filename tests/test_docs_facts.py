@@ -34,8 +34,9 @@ import pytest
 import searchfuse
 import searchfuse.router
 from searchfuse.cli import build_parser, format_status, main
+from searchfuse.errors import ConfigError
 from searchfuse.providers import _registry
-from searchfuse.router import MemoryStore, Router
+from searchfuse.router import MemoryStore, Router, load_config
 from searchfuse.router._keys import _KNOWN_ITEM, _KNOWN_TOP, parse_config
 from searchfuse.testing import BRAVE_TEST_KEYS, EXA_TEST_KEYS, SERPER_TEST_KEYS, TEST_KEYS
 
@@ -60,7 +61,12 @@ def _name(page: Path) -> str:
 
 def _fenced(page: Path) -> Iterator[tuple[str, int, list[str]]]:
     """``(language, first line number, lines)`` of every fenced block of a page."""
-    lines = page.read_text(encoding="utf-8").splitlines()
+    return _fenced_in(page.read_text(encoding="utf-8"))
+
+
+def _fenced_in(text: str) -> Iterator[tuple[str, int, list[str]]]:
+    """``(language, first line number, lines)`` of every fenced block of a text."""
+    lines = text.splitlines()
     i = 0
     while i < len(lines):
         opening = _FENCE.match(lines[i])
@@ -438,3 +444,14 @@ def test_the_guard_pages_options_table_is_guards_signature() -> None:
         if parameter.kind is inspect.Parameter.KEYWORD_ONLY
     }
     assert documented == keywords
+
+
+def test_the_configuration_pages_error_is_the_loaders(tmp_path: Path) -> None:
+    section = _section(CONFIGURATION, "Errors")
+    shown = next(lines for _, _, lines in _fenced_in(section))
+    keys = tmp_path / "config" / "keys.json"
+    keys.parent.mkdir()
+    keys.write_text(json.dumps({"format_version": 2, "keys": [{"key": TEST_KEYS[0]}] * 2}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(keys)
+    assert str(caught.value).replace(str(keys), "config/keys.json") == "\n".join(shown)
