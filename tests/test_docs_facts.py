@@ -455,3 +455,14 @@ def test_the_configuration_pages_error_is_the_loaders(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(keys)
     assert str(caught.value).replace(str(keys), "config/keys.json") == "\n".join(shown)
+
+
+def test_the_readme_and_testing_page_name_every_fixture_of_the_plugin() -> None:
+    source = (ROOT / "searchfuse" / "testing" / "plugin.py").read_text(encoding="utf-8")
+    fixtures = set(re.findall(r"@pytest\.fixture[^\n]*\n(?:@[^\n]*\n)*def (\w+)", source))
+    fixtures.discard("searchfuse_reset")  # autouse: nobody asks for it
+    readme = _section(ROOT / "README.md", "Testing your agent")
+    testing = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    for where, text in (("README.md", readme), ("docs/testing.md", testing)):
+        missing = {name for name in fixtures if f"`{name}`" not in text}
+        assert not missing, f"{where} leaves out the fixtures {sorted(missing)}"
