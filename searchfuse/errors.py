@@ -366,8 +366,10 @@ class BadRequest(SearchFailed):
             )
         else:
             text = f"the request was not sent: {detail or 'it is malformed'}"
+        # A detail that ends its own sentence ("... a list of URLs.") gets no second stop.
         super().__init__(
-            f"{text}. Fix the search parameters; retrying the same request will fail again.",
+            f"{text.rstrip('.')}. Fix the search parameters; retrying the same request will "
+            "fail again.",
             status_code=status if sent else None,
             detail=detail,
         )

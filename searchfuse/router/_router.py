@@ -17,7 +17,7 @@ from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _chainview, _deadline
+from searchfuse.router import _admin, _chainbuild, _chainview, _deadline
 from searchfuse.router._call import call_flow
 from searchfuse.router._keysfile import default_state
 from searchfuse.router._options import (
@@ -175,11 +175,11 @@ class Router(BudgetReports):
         self._secrets = secrets = KnownKeys(entry.key for entry in self.config.keys)
         urls = dict(base_urls or {})
         transports = (timeout, transport, async_transport)
-        wiring = _chain.Wiring(
+        wiring = _chainbuild.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
         store = open_store(state, key_order=key_slots(self.config.keys))
-        self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
+        self._chain = _chainbuild.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
         self._rpm = {fp: r.requests for c in self._chain.cores for fp, r in c.ledger.rates.items()}
@@ -323,12 +323,11 @@ class Router(BudgetReports):
         return await adrive(self._core, call_flow(self._core, deadline), fn, deadline)
 
     def ensure_available(self) -> None:
-        """Raise if no key can serve right now; no request is sent.
+        """Raise if neither a key nor the fallback can serve right now; nothing is sent.
 
         [`CooldownActive`][searchfuse.errors.CooldownActive] while the router-wide hold
         runs, [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is
-        cooling, exhausted or disabled.
-        """
+        cooling, exhausted or disabled (and no fallback function can stand in)."""
         _chainview.ensure_available(self._chain.cores)
 
     def status(self) -> list[KeyStatus]:
