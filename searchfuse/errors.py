@@ -237,6 +237,7 @@ _WHOSE = {
     "router": ("this search service has", "its", ""),
 }
 _AMOUNT = {"searches": "web searches", "credits": "search credits", "usd": "USD of web search"}
+_ONE = {"searches": "web search", "credits": "search credit", "usd": "USD of web search"}
 
 
 def _budget_message(budget: Budget, retry_after: float | None) -> str:
@@ -247,10 +248,8 @@ def _budget_message(budget: Budget, retry_after: float | None) -> str:
         whole, _, cents = limit.partition(".")
         limit = f"{whole}.{cents.ljust(2, '0')}"
     when = {None: "", "day": " for today", "month": " for this month"}[budget.period]
-    text = (
-        f"Search refused: {who} used {its} {limit} {_AMOUNT[budget.unit]}{when}, "
-        "so no search was sent. "
-    )
+    what = (_ONE if budget.limit == 1 else _AMOUNT)[budget.unit]  # "its 1 web search"
+    text = f"Search refused: {who} used {its} {limit} {what}{when}, so no search was sent. "
     if retry_after is None:
         return text + (
             f"Do not search again{where}: answer from what you have, and tell the user "

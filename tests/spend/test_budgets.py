@@ -270,3 +270,24 @@ def test_two_budgets_of_one_spender_share_a_tally(make: Make) -> None:
         router.search("c")
     assert refused.value.limit == 2
     assert searches(fake) == 2
+
+
+@pytest.mark.parametrize(
+    ("budget", "said"),
+    [
+        (Budget(1, per="conversation"), "this conversation has used its 1 web search,"),
+        (Budget(1, unit="credits", per="router", period="day"), "its 1 search credit for today"),
+        (Budget(2, per="user"), "this user has used their 2 web searches,"),
+    ],
+)
+def test_the_refusal_counts_its_budget_in_plain_words(
+    make: Make, budget: Budget, said: str
+) -> None:
+    fake, router = make(budgets=[budget])
+    with spend_scope(user="u-1", conversation="c-1"):
+        for i in range(int(budget.limit)):
+            router.search(f"q{i}")
+        with pytest.raises(BudgetExhausted) as refused:
+            router.search("one too many")
+    assert said in refused.value.message
+    assert searches(fake) == budget.limit  # the refused search was never sent
