@@ -161,11 +161,18 @@ class Ledger:
         return state is not None and state.hold_left(now) > 0 and state.hold_key not in self._masked
 
     def grant(
-        self, entry: KeyEntry, credits: float | None, *, honour_hold: bool = True, spend: Any = ()
+        self,
+        entry: KeyEntry,
+        credits: float | None,
+        *,
+        honour_hold: bool = True,
+        spend: Any = (),
+        late: float = 0.0,
     ) -> Grant:
         """One transaction: the hold, the key's state, a slot in its pacing window and,
         with `credits`, the search counted in advance (see `settle`); with `spend`
-        (budget lines), the budgets checked and counted too."""
+        (budget lines), the budgets checked and counted too. `late`: how late requests
+        left after their grant lately (the pacing margin covers it)."""
         now = self.now()
         fp = entry.fingerprint
         rate = self.rates[fp]
@@ -176,7 +183,7 @@ class Ledger:
             now,
             fp,
             rpm=rpm,
-            window=pace_window(rate),
+            window=pace_window(rate, late),
             honour_hold=honour,
             charge=charge,
             spend=spend,

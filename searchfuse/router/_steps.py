@@ -43,6 +43,8 @@ class Send(_sansio.Step):
     entry: KeyEntry
     request: Request
     timeout: float | None = None
+    #: When its pacing slot was granted (router clock), to note how late it leaves.
+    granted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,8 @@ def drive(
 
     def send(step: Send) -> Any:
         http = core.link(step.entry.provider).http
+        if step.granted_at is not None:
+            http.lateness.note(core.options.now() - step.granted_at)
         try:
             return http.send(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
@@ -161,6 +165,8 @@ async def adrive(
 
     async def send(step: Send) -> Any:
         http = core.link(step.entry.provider).http
+        if step.granted_at is not None:
+            http.lateness.note(core.options.now() - step.granted_at)
         try:
             return await http.asend(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
