@@ -16,6 +16,7 @@ line can parse and check its options without the `gateway` extra installed.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import hmac
 import ipaddress
@@ -35,6 +36,7 @@ __all__ = [
     "LOOPBACK",
     "ClientTokens",
     "StartRefused",
+    "add_listen_options",
     "bearer_token",
     "check_exposure",
     "check_listen",
@@ -100,6 +102,16 @@ def _bind_refused(exc: OSError, host: str, port: int, option: str) -> StartRefus
             f"port {port} on {host} is already in use; choose another: {option} PORT"
         )
     return StartRefused(f"cannot listen on {host}:{port} ({exc.strerror or exc})")
+
+
+def add_listen_options(parser: argparse.ArgumentParser, port: int) -> None:
+    """`--host` (default loopback) and `--port` (default `port`), as every server takes them."""
+    from searchfuse.cli import _number_in
+
+    parser.add_argument("--host", default=LOOPBACK, help=f"where to listen (default {LOOPBACK})")
+    parser.add_argument(
+        "--port", type=_number_in(1, 65535, int), default=port, help=f"the port (default {port})"
+    )
 
 
 # -- client tokens ---------------------------------------------------------------------

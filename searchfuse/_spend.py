@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Literal, get_args
 
 __all__ = [
+    "DEFAULT_FORGET_AFTER",
     "Budget",
     "Per",
     "Period",
@@ -46,6 +47,9 @@ _PERS: tuple[str, ...] = get_args(Per)
 _PERIODS: tuple[str, ...] = get_args(Period)
 #: Longer spender names are cut (and told apart by a hash) in the store.
 MAX_ID = 200
+#: Seconds a spender of a budget without a period may go without searching (or
+#: being refused) before its tally is forgotten: 30 days.
+DEFAULT_FORGET_AFTER = 30 * 86400.0
 
 
 def finite(value: float) -> bool:
@@ -76,12 +80,19 @@ class Budget:
             `"router"` (every caller of every process sharing the store).
         period: `None` (never resets), `"day"` or `"month"` (UTC, on the
             router's clock).
+        forget_after: for a `per="conversation"` or `"user"` budget without a
+            period, the seconds a spender may go without a search before the store
+            forgets what it spent (default 30 days; `None`: never, and the store
+            keeps one row per spender for ever). Every search and every refusal
+            starts the time again, so a conversation that goes on is never given a
+            new budget. A budget with a period is forgotten when its period ends.
     """
 
     limit: float
     unit: Unit = "searches"
     per: Per = "conversation"
     period: Period | None = None
+    forget_after: float | None = DEFAULT_FORGET_AFTER
 
     def __post_init__(self) -> None:
         limit = self.limit
@@ -97,11 +108,43 @@ class Budget:
         _choice("unit", self.unit, _UNITS)
         _choice("per", self.per, _PERS)
         _choice("period", self.period, _PERIODS, none=True)
+        after = self.forget_after
+        if after is not None and (
+            isinstance(after, bool)
+            or not isinstance(after, int | float)
+            or not finite(after)
+            or after <= 0
+        ):
+            raise ValueError(
+                f"Budget(forget_after={after!r}): forget_after must be a finite number of "
+                "seconds above 0, or None to keep every spender's tally for ever"
+            )
 
     def describe(self) -> str:
         """`"10 searches per conversation"`, `"20 usd per router a month"`."""
         every = {None: "", "day": " a day", "month": " a month"}[self.period]
         return f"{self.limit:g} {self.unit} per {self.per}{every}"
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """The budget `text` describes, in `describe`'s words: `"10 searches per
+        conversation"`, `"200 credits per router a day"`, `"20 usd per router a month"`
+        (what `SEARCHFUSE_BUDGETS` holds, comma-separated). `ValueError` says what
+        is wrong and how to write it."""
+        words = text.split()
+        period = None
+        if len(words) == 6 and words[4] == "a" and words[5] in _PERIODS:
+            period, words = words[5], words[:4]
+        if len(words) != 4 or words[2] != "per":
+            raise ValueError(
+                f"{text.strip()!r} is not a budget: write LIMIT UNIT per WHOSE [a day | a month], "
+                'such as "10 searches per conversation" or "200 credits per router a day"'
+            )
+        try:
+            limit = float(words[0])
+        except ValueError:
+            raise ValueError(f"{text.strip()!r}: the limit {words[0]!r} is not a number") from None
+        return cls(int(limit) if limit.is_integer() else limit, words[1], words[3], period)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

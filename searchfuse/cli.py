@@ -23,6 +23,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 import textwrap
 import time
 import unicodedata
@@ -30,9 +31,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from searchfuse import __version__, _clock
+from searchfuse import __version__, _clock, _readonly
 from searchfuse._format import ago, duration
 from searchfuse._secrets import redact
 from searchfuse.errors import (
@@ -45,11 +46,14 @@ from searchfuse.errors import (
     StoreUnavailable,
 )
 from searchfuse.providers import tavily as tavily_facts
-from searchfuse.router import Router
+from searchfuse.router import BudgetStatus, Router
+from searchfuse.router._keysfile import default_state
 from searchfuse.router.status import KeyStatus
 from searchfuse.router.tavily import MAX_QUERY_LENGTH
 
 __all__ = ["build_parser", "explain_refusal", "format_status", "main"]
+
+_T = TypeVar("_T")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -141,20 +145,26 @@ def _config_path(args: argparse.Namespace) -> Path | None:
     return None
 
 
+def _state_location(args: argparse.Namespace, config: Path | None) -> str | Path | None:
+    """The state the options name: `--state`, `SEARCHFUSE_STATE`, else `state/`
+    beside the keys file, else the user's state directory."""
+    state: str | None = args.state or os.environ.get("SEARCHFUSE_STATE") or None
+    if state:
+        return state
+    return default_state(config) if config is not None else str(user_state_path())
+
+
 def make_router(args: argparse.Namespace, **router_options: Any) -> Router:
     """The router the options describe: `--config` / `SEARCHFUSE_CONFIG` /
     `config/keys.json`, else keys from the environment; `router_options` go to
     the router as they are."""
-    state: str | None = args.state or os.environ.get("SEARCHFUSE_STATE") or None
     options: dict[str, Any] = dict(router_options)
-    if state:
-        options["state"] = state
     path = _config_path(args)
+    options.setdefault("state", _state_location(args, path))
     try:
         if path is not None:
             router = Router.from_config(path, **options)
         else:
-            options.setdefault("state", str(user_state_path()))
             router = Router.from_env(**options)
     except OSError as exc:
         # The keys file's own errors are ConfigErrors: this is the state's folder or file.
@@ -166,6 +176,35 @@ def make_router(args: argparse.Namespace, **router_options: Any) -> Router:
         ) from None
     _KNOWN_KEYS.update(entry.key for entry in router.keys)
     return router
+
+
+def _read_only(args: argparse.Namespace, instead: str, read: Callable[[Router], _T]) -> _T:
+    """`read(router)` for a command that only reads state (`status`, `diagnose`).
+
+    A state file this user may read but not write (a service's state folder, a
+    read-only disk) is read from a private copy, and stderr says so and what is
+    not done (`instead`); a store writes even to read, so it is looked at before
+    anything is opened (and before a probe is spent). A state file this user
+    cannot read is a usage error naming its owner.
+    """
+    state = _state_location(args, _config_path(args))
+    path = None if state is None or "://" in str(state) else Path(state).absolute()
+    if path is None or not path.exists():
+        return read(make_router(args))
+    unreadable = _readonly.unreadable(path)
+    if unreadable:
+        raise UsageError(
+            f"searchfuse: error: cannot read the router state at {path} ({unreadable}); "
+            "run the command as the user who owns it, or name another state with --state PATH"
+        )
+    why = _readonly.blocked_write(path)
+    if why is None:
+        return read(make_router(args))
+    with tempfile.TemporaryDirectory(prefix="searchfuse-") as folder:
+        copy = _readonly.private_copy(path, Path(folder))
+        with make_router(args, state=copy) as router:
+            _err(f"note: {path} cannot be written ({why}), so {instead}")
+            return read(router)
 
 
 def user_state_path() -> Path:
@@ -418,13 +457,60 @@ def explain_refusal(exc: SearchRefused, now: float | None = None) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    router = make_router(args)
-    records = router.status()
-    if args.json:
+    if args.watch or args.interval is not None:
+        return _watch_status(args)
+    instead = "status reads a copy of it and writes nothing back"
+    only_budgets = args.budgets or args.user or args.conversation
+    records, budgets, now = _read_only(args, instead, _status_of(args, not only_budgets))
+    if only_budgets:
+        _show_budgets(args, budgets, now)
+    elif args.json:
         _json([r.to_dict() for r in records])
     else:
         _out(format_status(records))
+        if budgets:
+            _out()
+            _show_budgets(args, budgets, now)
     return EXIT_OK
+
+
+def _status_of(
+    args: argparse.Namespace, keys: bool
+) -> Callable[[Router], tuple[list[KeyStatus], list[BudgetStatus], float]]:
+    """What `status` reads of a router: its keys (when `keys`), its budgets, its time."""
+
+    def read(router: Router) -> tuple[list[KeyStatus], list[BudgetStatus], float]:
+        try:
+            budgets = router.budgets(user=args.user, conversation=args.conversation)
+        except ValueError as exc:
+            raise UsageError(f"searchfuse status: error: {exc}") from None
+        return (router.status() if keys else []), budgets, router.now()
+
+    return read
+
+
+def _show_budgets(args: argparse.Namespace, rows: Sequence[BudgetStatus], now: float) -> None:
+    """`status --budgets`: each budget's use (`SEARCHFUSE_BUDGETS`), every process counted."""
+    if args.json:
+        _json([row.to_dict() for row in rows])
+    else:
+        lines = [escape_controls(row.summary(now)) for row in rows] or ["no budgets set"]
+        _out("budgets\n" + "\n".join(f"  {line}" for line in lines))
+
+
+def _watch_status(args: argparse.Namespace) -> int:
+    """`status --watch`: the live view (searchfuse/_watch.py) until Ctrl-C."""
+    if not args.watch:
+        raise UsageError("searchfuse status: error: --interval only applies with --watch")
+    if args.json:
+        raise UsageError("searchfuse status: error: --watch draws a live view; leave out --json")
+    from searchfuse import _watch
+
+    args.interval = _watch.DEFAULT_INTERVAL if args.interval is None else args.interval
+    try:
+        return _watch.run(args, make_router)
+    except ImportError as exc:
+        raise UsageError(f"searchfuse status: error: {exc}") from None
 
 
 def cmd_test_keys(args: argparse.Namespace) -> int:
@@ -483,8 +569,12 @@ def cmd_reset_month(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    router = make_router(args)
-    diagnosis = router.diagnose(probe=args.probe)
+    instead = "diagnose reads a copy of it" + (
+        "; what the probe learns is not saved (run it as the state's owner for that)"
+        if args.probe
+        else " and writes nothing back"
+    )
+    diagnosis = _read_only(args, instead, lambda router: router.diagnose(probe=args.probe))
     if args.json:
         _json(diagnosis.to_dict())
     else:
@@ -544,7 +634,8 @@ def _folder(path: Path, what: str) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"searchfuse init: error: {path} is a file, not a folder ({what})")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # Never writable by others, whatever the umask: they could replace keys.json.
+        path.mkdir(parents=True, exist_ok=True, mode=0o755)
     except OSError as exc:
         raise UsageError(
             f"searchfuse init: error: cannot create {path} ({what}): {exc.strerror or exc}"
@@ -750,6 +841,19 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         raise UsageError(f"searchfuse gateway: error: {exc}") from None
 
 
+# -- searchfuse dashboard ----------------------------------------------------------------
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the read-only dashboard page until SIGTERM or Ctrl-C."""
+    from searchfuse.dashboard import StartRefused, _cli
+
+    try:
+        return _cli.run(args, make_router)
+    except (StartRefused, ImportError) as exc:
+        raise UsageError(f"searchfuse dashboard: error: {exc}") from None
+
+
 # -- parser ----------------------------------------------------------------------------
 
 
@@ -819,6 +923,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("status", cmd_status, "show every key: usage, remaining quota, cooldown, last error")
     json_flag(p)
+    p.add_argument(
+        "--budgets",
+        action="store_true",
+        help="show only the spend budgets (SEARCHFUSE_BUDGETS): used, limit and left",
+    )
+    p.add_argument("--user", metavar="ID", help="with budgets: this user's use")
+    p.add_argument("--conversation", metavar="ID", help="with budgets: this conversation's use")
+    p.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
+    p.add_argument(
+        "--interval",
+        type=_number_in(0.1, 3600, float),
+        metavar="SECONDS",
+        help="with --watch: seconds between reads of the state (default 2)",
+    )
     p = add(
         "test-keys", cmd_test_keys, "check every key with its free probe, one at a time (no search)"
     )
@@ -855,6 +973,9 @@ def build_parser() -> argparse.ArgumentParser:
     from searchfuse.gateway._cli import add_arguments as gateway_arguments
 
     gateway_arguments(add("gateway", cmd_gateway, "serve Tavily's API in front of the router"))
+    from searchfuse.dashboard._cli import add_arguments as dashboard_arguments
+
+    dashboard_arguments(add("dashboard", cmd_dashboard, "serve a read-only web page of the state"))
     return parser
 
 

@@ -5,8 +5,9 @@ The simulator runs on a loopback port with made-up keys; a guarded
 fake clock, so cooldowns pass instantly. The transcript shows every rule
 firing: one search per reply, a parallel burst reduced to one request, a 429
 that stops the turn and the cooldown refusal that follows, a cache hit, a
-local-lookup answer, a stale cooldown that serves without a reset, then the
-status table and the diagnosis.
+local-lookup answer, a stale cooldown that serves without a reset, a chain
+whose next provider (a simulated Exa) serves once Tavily's keys are spent,
+the move named once, then the status table and the diagnosis.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from typing import Any
 from searchfuse.errors import SearchRefused
 from searchfuse.guard import MappingLookup, guard, turn
 from searchfuse.router import Router
-from searchfuse.testing import FakeClock, FakeTavily, testing_mode
+from searchfuse.testing import FakeClock, FakeExa, FakeTavily, testing_mode
 
 __all__ = ["DemoResult", "Event", "run_demo", "run_session"]
 
 DEMO_KEYS = ("tvly-dev-test0001", "tvly-dev-test0002", "tvly-dev-test0003", "tvly-dev-test0004")
+EXA_KEY = "00000000-0000-4000-8000-0000000e0001"
 LOCAL_FACTS = {
     "which search backend does this project use": {
         "query": "which search backend does this project use",
@@ -59,6 +61,8 @@ class DemoResult:
     status: list[dict[str, Any]] = field(default_factory=list)
     diagnosis: dict[str, Any] = field(default_factory=dict)
     diagnosis_text: str = ""
+    #: The chain's log lines about moves down it (the demo's chain scene).
+    chain_moves: list[str] = field(default_factory=list)
     calls: int = 0
     api_searches: int = 0
     api_usage: int = 0
@@ -104,18 +108,37 @@ def _describe(result: Any) -> str:
     return str(result)
 
 
+class _Moves(logging.Handler):
+    """Keeps the chain's log lines about moves down it (and back)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "passed over" in text or "serves again" in text:
+            self.lines.append(text)
+
+
 def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
     """Run the scripted session and return what happened (`emit` sees each step live)."""
     clock = FakeClock()
     fake = FakeTavily(keys=DEMO_KEYS, clock=clock)
-    with testing_mode(clock), tempfile.TemporaryDirectory() as tmp, fake.serve() as url:
+    exa = FakeExa(keys=[EXA_KEY], clock=clock)
+    with (
+        testing_mode(clock),
+        tempfile.TemporaryDirectory() as tmp,
+        fake.serve() as url,
+        exa.serve() as exa_url,
+    ):
         state = Path(tmp) / "state" / "quota.json"
         router = Router(list(DEMO_KEYS), state=state, base_url=url, clock=clock)
         result = DemoResult(base_url=url)
         seen = {"searches": 0, "usage": 0}
 
         def record(title: str, calls: int, outcome: str, detail: str) -> None:
-            searches = len(fake.searches)
+            searches = len(fake.searches) + len(exa.searches)
             usage = len(fake.usage_requests)
             event = Event(
                 title, calls, outcome, detail, searches - seen["searches"], usage - seen["usage"]
@@ -137,13 +160,13 @@ def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
         web_search = make_tool(router)
 
         def attempt(title: str, query: str) -> None:
-            before = len(fake.searches)
+            before = len(fake.searches) + len(exa.searches)
             try:
                 answer = web_search(query)
             except SearchRefused as exc:
                 record(title, 1, f"refused ({exc.reason})", exc.message)
                 return
-            if len(fake.searches) > before:
+            if len(fake.searches) + len(exa.searches) > before:
                 record(title, 1, "served", _describe(answer))
             elif isinstance(answer, dict) and answer.get("answer") and not answer.get("results"):
                 record(title, 1, "answered locally", str(answer["answer"]))
@@ -208,11 +231,45 @@ def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
         with turn(id="reply-6"):
             attempt("reply 6: 28 min later, a new process, no reset", "tavily search depth")
 
+        # 8. Every Tavily key's credits run out: the chain's next provider serves, and
+        #    the move down is named once in the log, however many searches follow.
+        for key in DEMO_KEYS:
+            fake.set_limit(key, 0)
+        keys = {"tavily": list(DEMO_KEYS), "exa": [EXA_KEY]}
+        chain = Router(keys, state=state, base_url=url, base_urls={"exa": exa_url}, clock=clock)
+        web_search = make_tool(chain)
+        moves = _Moves()
+        chain_log = logging.getLogger("searchfuse.router")
+        saved = chain_log.level, chain_log.propagate
+        chain_log.addHandler(moves)
+        chain_log.setLevel(logging.INFO)
+        chain_log.propagate = False  # the transcript says it; stderr stays quiet
+        served: list[str] = []
+        try:
+            for i, query in enumerate(("zig comptime", "pep 703 status", "rust 2024 edition")):
+                clock.advance(60)
+                with turn(id=f"reply-{7 + i}"):
+                    answer = web_search(query)
+                served.append(answer["searchfuse"]["served_by"])
+        finally:
+            chain_log.removeHandler(moves)
+            chain_log.setLevel(saved[0])
+            chain_log.propagate = saved[1]
+        record(
+            "replies 7-9: Tavily's credits are spent; the chain goes on",
+            3,
+            f"{served.count('exa')} served by Exa",
+            f"each result says it is degraded from {answer['searchfuse']['degraded']['from']}; "
+            f"the log named the move {len(moves.lines)} time(s): {moves.lines[0]!r}",
+        )
+        result.chain_moves = list(moves.lines)
+        chain.close()
+
         result.status = [s.to_dict() for s in router.status()]
         diagnosis = router.diagnose()
         result.diagnosis = diagnosis.to_dict()
         result.diagnosis_text = str(diagnosis)
-        result.api_searches = len(fake.searches)
+        result.api_searches = len(fake.searches) + len(exa.searches)
         result.api_usage = len(fake.usage_requests)
         router.close()
         return result
@@ -230,7 +287,7 @@ def run_demo(json_output: bool = False) -> int:
         out.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return 0
 
-    out.write("searchfuse demo: a scripted agent session against a simulated Tavily\n")
+    out.write("searchfuse demo: a scripted agent session against a simulated Tavily (and Exa)\n")
     out.write("(loopback only, made-up keys, a fake clock: nothing leaves this machine)\n\n")
     step = 0
 

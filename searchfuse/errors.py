@@ -345,17 +345,20 @@ class SearchFailed(SearchFuseError):
 
 
 class BadRequest(SearchFailed):
-    """The request is wrong, not the key: Tavily answered 400, or (`sent=False`)
-    searchfuse refused it before sending it (an empty or overlong query,
-    parameters JSON cannot carry). No key is penalised; `status_code` is 400
-    when Tavily answered, `None` when nothing was sent.
+    """The request is wrong, not the key: the provider (`provider`, Tavily unless
+    named) answered 400, or (`sent=False`) searchfuse refused it before sending
+    it (an empty or overlong query, parameters JSON cannot carry). No key is
+    penalised; `status_code` is the provider's status when it answered, `None`
+    when nothing was sent.
     """
 
-    def __init__(self, detail: str = "", *, sent: bool = True, status: int = 400) -> None:
+    def __init__(
+        self, detail: str = "", *, sent: bool = True, status: int = 400, provider: str = "Tavily"
+    ) -> None:
         self.sent = sent
         if sent:
             text = (
-                f"Tavily rejected the request ({_status_text(status)}): "
+                f"{provider} rejected the request ({_status_text(status)}): "
                 f"{detail or 'no detail given'}"
             )
         else:

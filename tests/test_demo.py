@@ -21,6 +21,7 @@ def test_session_shows_every_rule_and_counts_requests() -> None:
         "served from the cache",
         "answered locally",
         "served",
+        "3 served by Exa",
     ]
     by_title = {e.title: e for e in result.events}
     assert by_title["reply 2: a burst of 8 parallel searches"].api_requests == 1
@@ -28,10 +29,16 @@ def test_session_shows_every_rule_and_counts_requests() -> None:
     assert "25 more seconds" in cooldown.detail and cooldown.api_requests == 0
     assert by_title["reply 4: repeat an earlier search (cache)"].api_requests == 0
     assert by_title["reply 5: a question local notes answer"].api_requests == 0
-    # Every search request is accounted for, step by step.
-    assert sum(e.api_requests for e in result.events) == result.api_searches == 4
-    assert result.calls == 15
-    assert result.saved == 11
+    # The chain scene: Tavily's keys spent, Exa serves, the move named once.
+    chain = by_title["replies 7-9: Tavily's credits are spent; the chain goes on"]
+    assert "degraded from tavily" in chain.detail and "named the move 1 time(s)" in chain.detail
+    assert result.chain_moves == [
+        "Tavily is passed over (exhausted: every key is out of quota); Exa serves instead"
+    ]
+    # Every search request is accounted for, step by step (Tavily's 432s included).
+    assert sum(e.api_requests for e in result.events) == result.api_searches == 10
+    assert result.calls == 18
+    assert result.saved == 8
     assert result.diagnosis["verdict"] == "stale"
 
 
@@ -45,10 +52,12 @@ def test_cli_demo_prints_the_transcript_and_summary() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "summary: 15 web_search calls, 4 reached the API" in out
-    assert "11 requests saved" in out
+    assert "summary: 18 web_search calls, 10 reached the API" in out
+    assert "8 requests saved" in out
+    assert "3 served by Exa" in out and "named the move 1 time(s)" in out
     assert "verdict: stale" in out
     assert "tvly-dev-test000" not in out + proc.stderr
+    assert "0000-4000-8000-0000000e0001" not in out + proc.stderr
     assert proc.stderr == ""
 
 
@@ -62,5 +71,5 @@ def test_cli_demo_json() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["summary"] == {"calls": 15, "api_searches": 4, "api_usage": 4, "saved": 11}
+    assert data["summary"] == {"calls": 18, "api_searches": 10, "api_usage": 5, "saved": 8}
     assert data["diagnosis"]["verdict"] == "stale"

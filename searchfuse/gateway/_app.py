@@ -203,9 +203,13 @@ class _Gateway:
 
     async def _usage(self, request: Request) -> Response:
         client = self.client(bearer_token(request.headers.get("authorization")))
-        self.caller(request, client)
+        caller = self.caller(request, client)
         records = await asyncio.to_thread(self.router.status)
-        return Response(_json_text(pool_usage(records)), media_type="application/json")
+        budgets = await asyncio.to_thread(
+            self.router.budgets, user=caller.user, conversation=caller.conversation
+        )
+        usage = pool_usage(records, budgets)
+        return Response(_json_text(usage), media_type="application/json")
 
     async def _post(self, request: Request) -> Response:
         path = request.url.path

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from searchfuse._serving import LOOPBACK, ClientTokens, StartRefused
+from searchfuse._serving import ClientTokens, StartRefused, add_listen_options
 from searchfuse.cli import _number_in
 
 from ._limits import (
@@ -28,13 +28,7 @@ __all__ = ["TOKENS_VARIABLE", "add_arguments", "run"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `searchfuse gateway`."""
-    p.add_argument("--host", default=LOOPBACK, help=f"where to listen (default {LOOPBACK})")
-    p.add_argument(
-        "--port",
-        type=_number_in(1, 65535, int),
-        default=DEFAULT_PORT,
-        help=f"the port (default {DEFAULT_PORT})",
-    )
+    add_listen_options(p, DEFAULT_PORT)
     p.add_argument(
         "--client-token",
         action="append",

@@ -4,6 +4,12 @@ Read from the router's state (what `searchfuse status` shows); no request
 goes upstream, so a client polling `/usage` never spends Tavily's ten
 `/usage` calls per ten minutes. Keys of one account share its plan, so an
 account's plan is counted once.
+
+With spend budgets, `"searchfuse": {"budgets": [...]}` follows Tavily's two
+sections: each budget's limit and, for the service and for the caller's own
+user (`X-Human-Id`, else its token's name) and conversation (`X-Session-Id`),
+what is used and left. Tavily's clients read their two sections and ignore it;
+nothing about other callers is shown.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from searchfuse.router import KeyStatus
+from searchfuse.router import BudgetStatus, KeyStatus
 
 __all__ = ["pool_usage"]
 
@@ -27,11 +33,19 @@ def _number(value: float) -> float:
     return int(value) if float(value).is_integer() else value
 
 
-def pool_usage(records: Sequence[KeyStatus]) -> dict[str, Any]:
-    """Tavily's `/usage` answer for the pool whose keys are `records`.
+#: What a budget row says to a client: its own use, never other callers'.
+_BUDGET_FIELDS = ("budget", "per", "unit", "period", "limit", "used", "left", "resets_at")
+
+
+def pool_usage(
+    records: Sequence[KeyStatus], budgets: Sequence[BudgetStatus] = ()
+) -> dict[str, Any]:
+    """Tavily's `/usage` answer for the pool whose keys are `records`, and the
+    `budgets` as the caller may see them.
 
     `limit` and `plan_limit` are `null` when any key's (or account's) is
-    unlimited or not yet known, as Tavily writes an unlimited one.
+    unlimited or not yet known, as Tavily writes an unlimited one; a budget's
+    `used` and `left` are `null` for a user or conversation the caller did not name.
     """
     accounts: dict[str, dict[str, float | None]] = {}
     for r in records:
@@ -44,7 +58,7 @@ def pool_usage(records: Sequence[KeyStatus]) -> dict[str, Any]:
             account["limit"] = r.plan_limit
         account["local"] = (account["local"] or 0.0) + r.local_credits
     plan_usage = sum((a["usage"] or 0.0) + (a["local"] or 0.0) for a in accounts.values())
-    return {
+    usage: dict[str, Any] = {
         "key": {
             "usage": _number(sum((r.key_usage or 0.0) + r.local_credits for r in records)),
             "limit": _total([r.key_limit for r in records]),
@@ -59,3 +73,7 @@ def pool_usage(records: Sequence[KeyStatus]) -> dict[str, Any]:
             "paygo_limit": None,
         },
     }
+    if budgets:
+        rows = [row.to_dict() for row in budgets]
+        usage["searchfuse"] = {"budgets": [{f: row[f] for f in _BUDGET_FIELDS} for row in rows]}
+    return usage

@@ -16,9 +16,10 @@ from searchfuse.guard.core import Guard, GuardState, reset_all
 from searchfuse.guard.decorator import Guarded, GuardOptions, OnRefusal, guard, guard_state
 from searchfuse.guard.delegation import RouterLike
 from searchfuse.guard.fuse import Fuse
+from searchfuse.guard.near import near_key, near_query
 
 if TYPE_CHECKING:
-    from searchfuse._tools import TavilyTool, tavily_tool
+    from searchfuse._tools import TavilyTool, WebTool, tavily_tool, web_tool
     from searchfuse.guard._wrapper import GuardedFunction
 from searchfuse.guard.turns import Turn, TurnBudget, current_turn_id, turn
 
@@ -39,14 +40,18 @@ __all__ = [
     "TavilyTool",
     "Turn",
     "TurnBudget",
+    "WebTool",
     "current_turn_id",
     "guard",
     "guard_state",
+    "near_key",
+    "near_query",
     "normalize_query",
     "reset_all",
     "search_key",
     "tavily_tool",
     "turn",
+    "web_tool",
 ]
 
 
@@ -58,7 +63,7 @@ def __getattr__(name: str) -> Any:
         return GuardedFunction
     # The ready-made tool is built on the guard, not part of it (it knows
     # Tavily's parameters): it lives above the guard and loads on first use.
-    if name in ("TavilyTool", "tavily_tool"):
+    if name in ("TavilyTool", "WebTool", "tavily_tool", "web_tool"):
         from searchfuse import _tools
 
         return getattr(_tools, name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Mapping, MutableMapping
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -21,7 +21,9 @@ __all__ = [
     "MAX_KEY_DEPTH",
     "MAX_KEY_PARTS",
     "CacheKey",
+    "CacheMatch",
     "canonical",
+    "key_for_match",
     "make_cache",
     "normalize_query",
     "search_key",
@@ -35,6 +37,8 @@ DEFAULT_CACHE_TTL = 900.0
 
 #: A cache key function: `(query, **params) -> hashable key`.
 CacheKey = Callable[..., Hashable]
+#: How alike a query must be to an answered one to be a cache hit (`guard(cache_match=...)`).
+CacheMatch = Literal["exact", "near"]
 
 # cachetools caches are not thread-safe, and one cache instance may be shared
 # by several guards; one lock for every guard's cache and in-flight table is
@@ -152,6 +156,22 @@ def search_key_of(query: str, params: Mapping[str, Any]) -> Hashable:
         else:
             parts.append((name, canonical(value)))
     return (query, tuple(parts))
+
+
+def key_for_match(cache_match: object, cache_key: CacheKey) -> CacheKey:
+    """The key function `guard(cache_match=..., cache_key=...)` means."""
+    if cache_match == "exact":
+        return cache_key
+    if cache_match != "near":
+        raise ValueError(f'cache_match must be "exact" or "near", got {cache_match!r}')
+    if cache_key is not search_key:
+        raise ValueError(
+            'give cache_key= or cache_match="near", not both: cache_match="near" is '
+            "cache_key=searchfuse.guard.near_key"
+        )
+    from searchfuse.guard.near import near_key
+
+    return near_key
 
 
 def make_cache(

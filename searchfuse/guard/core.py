@@ -46,7 +46,9 @@ from searchfuse.errors import (
 from searchfuse.guard.cache import (
     CACHE_LOCK,
     CacheKey,
+    CacheMatch,
     cache_size,
+    key_for_match,
     make_cache,
     search_key,
     search_key_of,
@@ -55,6 +57,7 @@ from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import Lookup, aconsult, consult
 from searchfuse.guard.delegation import RouterLike, router_arguments
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse, cooldown_after, is_rate_limit
+from searchfuse.guard.near import near_key, near_key_of
 from searchfuse.guard.turns import Reservation, TurnBudget, current_turn_id, turn
 
 if TYPE_CHECKING:
@@ -319,6 +322,7 @@ class Guard:
         checklist: Iterable[Lookup] = (),
         cache: bool | str | MutableMapping[Any, Any] | None = True,
         cache_key: CacheKey = search_key,
+        cache_match: CacheMatch = "exact",
         cooldown: float = DEFAULT_COOLDOWN,
         router: RouterLike | None = None,
         inject: str | None = None,
@@ -341,6 +345,7 @@ class Guard:
             if not callable(hook):
                 raise TypeError(f"checklist hooks must be callables (query, call), got {hook!r}")
         _check_options(cache_key, adapt, budget, fuse, clock, router, inject, name)
+        cache_key = key_for_match(cache_match, cache_key)
         self.name = name
         self.per_turn = per_turn
         self.min_interval = float(min_interval)
@@ -348,7 +353,11 @@ class Guard:
         self.cache_key = cache_key
         #: `(query, params) -> key`: the default key without rebuilding `**params`.
         self.key_of: Callable[[str, Mapping[str, Any]], Hashable] = (
-            search_key_of if cache_key is search_key else _spread(cache_key)
+            search_key_of
+            if cache_key is search_key
+            else near_key_of
+            if cache_key is near_key
+            else _spread(cache_key)
         )
         self.cooldown = float(cooldown)
         self.router = router

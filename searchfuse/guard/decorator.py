@@ -28,7 +28,7 @@ from typing import (
 
 from searchfuse import _clock
 from searchfuse.errors import SearchRefused
-from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, search_key
+from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, CacheMatch, search_key
 from searchfuse.guard.calls import Binder
 from searchfuse.guard.checklist import Lookup
 from searchfuse.guard.core import (
@@ -406,6 +406,7 @@ class GuardOptions(TypedDict, total=False):
     checklist: Iterable[Lookup]
     cache: bool | str | MutableMapping[Any, Any]
     cache_key: CacheKey
+    cache_match: CacheMatch
     cooldown: float
     router: RouterLike | None
     inject: str | None
@@ -504,6 +505,7 @@ def guard(
     checklist: Iterable[Lookup] = (),
     cache: bool | str | MutableMapping[Any, Any] = True,
     cache_key: CacheKey = search_key,
+    cache_match: CacheMatch = "exact",
     cooldown: float = DEFAULT_COOLDOWN,
     router: RouterLike | None = None,
     inject: str | None = None,
@@ -580,6 +582,13 @@ def guard(
             or any `cachetools` cache (or mapping) to use, possibly shared.
         cache_key: `(query, **params) -> key`; defaults to
             [`search_key`][searchfuse.guard.search_key].
+        cache_match: `"exact"` (the default key: case and spaces aside, the
+            same query) or `"near"`: a query that differs from an answered one
+            only in case, punctuation, word order, stop words or plural
+            endings is a hit, while one whose numbers, names, negations or
+            quoted phrases differ never is
+            ([`near_key`][searchfuse.guard.near_key]). Give `cache_key` or
+            `cache_match="near"`, not both.
         cooldown: Seconds to refuse after a 429 without a usable Retry-After.
         router: Delegate searches to this router instead of running the
             wrapped function's body: `query`/`q` become the query,
@@ -611,6 +620,7 @@ def guard(
         "checklist": tuple(checklist),
         "cache": cache,
         "cache_key": cache_key,
+        "cache_match": cache_match,
         "cooldown": cooldown,
         "router": router,
         "inject": inject,

@@ -1,11 +1,15 @@
-"""An MCP server whose `tavily_search` tool is guarded and routed: `searchfuse mcp`.
+"""An MCP server whose `web_search` and `tavily_search` tools are guarded and routed:
+`searchfuse mcp`.
 
 `pip install ".[mcp]"`, then point any MCP client (Claude Desktop,
 Cursor, IDE agents, LangChain through `langchain-mcp-adapters`...) at
 `searchfuse mcp`. It speaks stdio by default and streamable HTTP with
 `--http PORT` (on 127.0.0.1 unless told otherwise).
 
-Every call passes one [`Guard`][searchfuse.Guard] (cache, fuse, turn budget)
+`web_search` takes the parameters every provider can honour and is served
+over the router's whole chain; `tavily_search` is Tavily's contract, as
+before. Every call of either passes one [`Guard`][searchfuse.Guard] (cache,
+fuse, turn budget: a reply's calls count together whichever tool they name)
 and is served by a [`Router`][searchfuse.Router] over all keys. MCP carries no
 id for the model reply a call belongs to, so the guard's burst rule decides
 what a turn is: calls that overlap, or start within `min_interval` seconds
@@ -41,12 +45,15 @@ from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
+    WEB_SEARCH_DESCRIPTION,
+    WEB_SEARCH_NAME,
     DepthArgument,
     DomainsArgument,
     MaxResultsArgument,
     QueryArgument,
     TimeRangeArgument,
     TopicArgument,
+    WebTopicArgument,
     answer,
     check_arguments,
 )
@@ -56,6 +63,7 @@ __all__ = [
     "LOOPBACK",
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
+    "WEB_SEARCH_NAME",
     "build_server",
     "serve",
     "session_conversation",
@@ -97,7 +105,7 @@ def build_server(
     name: str = "searchfuse",
     **guard_options: Any,
 ) -> FastMCP[Any]:
-    """The MCP server: one tool, `TOOL_NAME`, guarded and routed.
+    """The MCP server: two tools, `web_search` and `tavily_search`, guarded and routed.
 
     Args:
         router: the router that serves the searches; default
@@ -114,11 +122,43 @@ def build_server(
     secrets = tuple(entry.key for entry in router.keys)
     server: FastMCP[Any] = FastMCP(name, host=host, port=port, log_level="WARNING")
 
-    @server.tool(
-        name=TOOL_NAME,
-        description=TOOL_DESCRIPTION,
-        annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True),
-    )
+    async def run(
+        context: Context[Any, Any, Any], tool: str, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        # The framework does not check these (see `checked_here`): a bad argument
+        # is told like an empty query ("not sent: ..."), and costs nothing.
+        checked = check_arguments(arguments, web=tool == WEB_SEARCH_NAME)
+        if isinstance(checked, str):
+            return CallToolResult(content=[TextContent(type="text", text=checked)], isError=True)
+        async with conversation_scope(session_conversation(context)):
+            text, refused = await answer(rules, tool=tool, **checked)
+        # What the model reads never holds a configured key, whatever a page echoed.
+        shown = redact(text, secrets)
+        return CallToolResult(content=[TextContent(type="text", text=shown)], isError=refused)
+
+    hints = ToolAnnotations(readOnlyHint=True, openWorldHint=True)
+
+    @server.tool(name=WEB_SEARCH_NAME, description=WEB_SEARCH_DESCRIPTION, annotations=hints)
+    async def web_search(
+        context: Context[Any, Any, Any],
+        query: QueryArgument,
+        max_results: MaxResultsArgument = 5,
+        topic: WebTopicArgument = "general",
+        time_range: TimeRangeArgument = None,
+        include_domains: DomainsArgument = None,
+        exclude_domains: DomainsArgument = None,
+    ) -> CallToolResult:
+        arguments = {
+            "query": query,
+            "max_results": max_results,
+            "topic": topic,
+            "time_range": time_range,
+            "include_domains": include_domains,
+            "exclude_domains": exclude_domains,
+        }
+        return await run(context, WEB_SEARCH_NAME, arguments)
+
+    @server.tool(name=TOOL_NAME, description=TOOL_DESCRIPTION, annotations=hints)
     async def tavily_search(
         context: Context[Any, Any, Any],
         query: QueryArgument,
@@ -129,26 +169,16 @@ def build_server(
         include_domains: DomainsArgument = None,
         exclude_domains: DomainsArgument = None,
     ) -> CallToolResult:
-        # The framework does not check these (see `checked_here`): a bad argument
-        # is told like an empty query ("not sent: ..."), and costs nothing.
-        checked = check_arguments(
-            {
-                "query": query,
-                "max_results": max_results,
-                "search_depth": search_depth,
-                "topic": topic,
-                "time_range": time_range,
-                "include_domains": include_domains,
-                "exclude_domains": exclude_domains,
-            }
-        )
-        if isinstance(checked, str):
-            return CallToolResult(content=[TextContent(type="text", text=checked)], isError=True)
-        async with conversation_scope(session_conversation(context)):
-            text, refused = await answer(rules, **checked)
-        # What the model reads never holds a configured key, whatever a page echoed.
-        shown = redact(text, secrets)
-        return CallToolResult(content=[TextContent(type="text", text=shown)], isError=refused)
+        arguments = {
+            "query": query,
+            "max_results": max_results,
+            "search_depth": search_depth,
+            "topic": topic,
+            "time_range": time_range,
+            "include_domains": include_domains,
+            "exclude_domains": exclude_domains,
+        }
+        return await run(context, TOOL_NAME, arguments)
 
     return server
 
@@ -180,8 +210,8 @@ def serve(
         router = Router.from_env()
     if http_port is not None and host not in _LOOPBACK_NAMES:
         logger.warning(
-            "serving tavily_search on %s:%d: anyone who reaches this address can spend "
-            "your Tavily credits",
+            "serving web_search and tavily_search on %s:%d: anyone who reaches this "
+            "address can spend your search credits",
             host,
             http_port,
         )

@@ -1,13 +1,16 @@
-"""OpenAI Agents SDK: a guarded, routed `tavily_search` tool.
+"""OpenAI Agents SDK: guarded, routed `web_search` and `tavily_search` tools.
 
 `pip install ".[openai-agents]"`, then:
 
 ```python
 from agents import Agent
-from searchfuse.integrations.openai_agents import tavily_search_tool
+from searchfuse.integrations.openai_agents import web_search_tool
 
-agent = Agent(name="researcher", tools=[tavily_search_tool()])
+agent = Agent(name="researcher", tools=[web_search_tool()])
 ```
+
+`web_search` is provider-neutral (the parameters every provider honours) and
+served over the router's whole chain; `tavily_search` is Tavily's contract.
 
 Every call passes one [`Guard`][searchfuse.Guard] (cache, fuse, turn budget)
 and is served by a [`Router`][searchfuse.Router] over all keys. A turn is one
@@ -39,12 +42,15 @@ from searchfuse.integrations._names import ObjectNames
 from searchfuse.integrations._tavily_tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
+    WEB_SEARCH_DESCRIPTION,
+    WEB_SEARCH_NAME,
     Depth,
     Domains,
     MaxResults,
     Query,
     TimeRange,
     Topic,
+    WebTopic,
     answer,
 )
 from searchfuse.router import Router
@@ -55,6 +61,7 @@ __all__ = [
     "response_turn_id",
     "run_conversation",
     "tavily_search_tool",
+    "web_search_tool",
 ]
 
 
@@ -104,10 +111,7 @@ def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> Fu
     accounting), or, when the search is refused or fails, the refusal's
     message for the model.
     """
-    if router is None:
-        router = Router.from_env()
-    guard_options.setdefault("min_interval", 0.0)
-    rules = Guard(name=TOOL_NAME, router=router, **guard_options)
+    rules = _rules(TOOL_NAME, router, guard_options)
 
     async def tavily_search(
         context: ToolContext[Any],
@@ -127,12 +131,61 @@ def tavily_search_tool(router: Router | None = None, **guard_options: Any) -> Fu
             "include_domains": include_domains,
             "exclude_domains": exclude_domains,
         }
-        turn_id = response_turn_id(context)
-        scope = turn(id=turn_id) if turn_id is not None else contextlib.nullcontext()
-        async with scope, conversation_scope(run_conversation(context)):
-            text, _ = await answer(rules, query, **params)
-        return text
+        return await _reply(rules, context, TOOL_NAME, query, params)
 
     return function_tool(
         tavily_search, name_override=TOOL_NAME, description_override=TOOL_DESCRIPTION
     )
+
+
+def web_search_tool(router: Router | None = None, **guard_options: Any) -> FunctionTool:
+    """A `FunctionTool` named `web_search`, guarded and served by `router`'s whole chain.
+
+    The same as [`tavily_search_tool`][searchfuse.integrations.openai_agents.tavily_search_tool],
+    with the parameters every provider can honour: `query`, `max_results`,
+    `topic` (`general` or `news`), `time_range`, `include_domains` and
+    `exclude_domains`. The output is the result in Tavily's shape as JSON,
+    whichever provider served it, or the refusal's message.
+    """
+    rules = _rules(WEB_SEARCH_NAME, router, guard_options)
+
+    async def web_search(
+        context: ToolContext[Any],
+        query: Query,
+        max_results: MaxResults = 5,
+        topic: WebTopic = "general",
+        time_range: TimeRange = None,
+        include_domains: Domains = None,
+        exclude_domains: Domains = None,
+    ) -> str:
+        params = {
+            "max_results": max_results,
+            "topic": topic,
+            "time_range": time_range,
+            "include_domains": include_domains,
+            "exclude_domains": exclude_domains,
+        }
+        return await _reply(rules, context, WEB_SEARCH_NAME, query, params)
+
+    return function_tool(
+        web_search, name_override=WEB_SEARCH_NAME, description_override=WEB_SEARCH_DESCRIPTION
+    )
+
+
+def _rules(name: str, router: Router | None, guard_options: dict[str, Any]) -> Guard:
+    if router is None:
+        router = Router.from_env()
+    guard_options.setdefault("min_interval", 0.0)
+    return Guard(name=name, router=router, **guard_options)
+
+
+async def _reply(
+    rules: Guard, context: ToolContext[Any], tool: str, query: str, params: dict[str, Any]
+) -> str:
+    """The text for the model: one call in the turn of its model response, counted
+    against its run's conversation."""
+    turn_id = response_turn_id(context)
+    scope = turn(id=turn_id) if turn_id is not None else contextlib.nullcontext()
+    async with scope, conversation_scope(run_conversation(context)):
+        text, _ = await answer(rules, query, tool=tool, **params)
+    return text

@@ -3,43 +3,22 @@
 A provider is an object the router drives, never a place it branches on a
 name: it builds a request, reads an answer into an outcome of the reaction
 table, normalises a result into Tavily's shape and says what a request cost.
-Each provider's facts live in its module, once; this registry finds a
-provider by its name in configuration (`"tavily"`, `"exa"`, `"brave"`,
-`"serper"`, `"searxng"`).
+Each provider's facts live in its module, once; [`lookup`][searchfuse.providers.lookup]
+finds a provider by its name in configuration (`"tavily"`, `"exa"`,
+`"brave"`, `"serper"`, `"searxng"`), loading its module on first use.
 
 Example:
     ```python
-    from searchfuse.providers import lookup
+    from searchfuse.providers import NAMES, lookup
 
     assert lookup("exa").title == "Exa"
+    assert NAMES[0] == "tavily"
     ```
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-
 from searchfuse.providers._base import Provider
-from searchfuse.providers.brave import BRAVE
-from searchfuse.providers.exa import EXA
-from searchfuse.providers.searxng import SEARXNG
-from searchfuse.providers.serper import SERPER
-from searchfuse.providers.tavily import TAVILY
+from searchfuse.providers._registry import NAMES, UnknownProvider, lookup
 
-__all__ = ["NAMES", "PROVIDERS", "Provider", "lookup"]
-
-#: Every provider by name, in the default chain order.
-PROVIDERS: Mapping[str, Provider] = MappingProxyType(
-    {p.name: p for p in (TAVILY, EXA, BRAVE, SERPER, SEARXNG)}
-)
-#: The providers' names, in the default chain order.
-NAMES: tuple[str, ...] = tuple(PROVIDERS)
-
-
-def lookup(name: str) -> Provider:
-    """The provider called `name`; a `KeyError` saying which names exist otherwise."""
-    provider = PROVIDERS.get(name) if isinstance(name, str) else None
-    if provider is None:
-        raise KeyError(f"unknown provider {name!r}: use one of {', '.join(NAMES)}")
-    return provider
+__all__ = ["NAMES", "Provider", "UnknownProvider", "lookup"]

@@ -26,13 +26,22 @@ from searchfuse._answers import (
 )
 from searchfuse._wire import MAX_ERROR_TEXT, JSONBody, short_text, validate_base_url
 from searchfuse.errors import BadRequest, Unsupported
-from searchfuse.providers._base import Answer, Classified, Provider
+from searchfuse.providers._base import (
+    Answer,
+    Classified,
+    Figures,
+    Observed,
+    Provider,
+    Rate,
+    Request,
+)
 
 __all__ = [
     "PLAIN",
     "SEARCH",
     "TIME_RANGE_DAYS",
     "Params",
+    "Searcher",
     "base_url",
     "classify",
     "encoded",
@@ -85,6 +94,36 @@ TIME_RANGES: Mapping[str, str] = {
     "month": "month",
     "year": "year",
 }
+
+
+class Searcher:
+    """What the providers beside Tavily share: one search endpoint, a configured pace,
+    a key in a header, and (unless a provider says otherwise) no free probe and
+    nothing of the key's pace or quota in an answer's headers."""
+
+    endpoints: tuple[str, ...] = (SEARCH,)
+    probe_rate: Rate | None = None
+    key_is_url = False
+    _rate: Rate
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def rate(self, key: str) -> Rate:
+        """The pace each key keeps: the provider's published default, unless configured."""
+        return self._rate
+
+    def probe(self) -> Request | None:
+        """None: every request to this provider is a search, which costs."""
+        return None
+
+    def figures(self, answer: Answer) -> Figures | None:
+        """Nothing: there is no probe to read."""
+        return None
+
+    def observe(self, answer: Answer, now: float) -> Observed | None:
+        """Nothing: this provider's headers say nothing of a key's pace or quota."""
+        return None
 
 
 class Params:

@@ -6,7 +6,7 @@ chain order, which environment variables hold each one's keys, and what a
 key of each looks like, so that a key pasted under the wrong provider is
 refused at load time instead of answering 401 at the first search. The
 provider objects themselves live in their own modules and are loaded on
-first use (`provider`).
+first use (`lookup`).
 
 The key shapes are what each provider hands out today (Tavily: `tvly-`;
 Exa: a UUID; Brave: `BSA` and letters; Serper: 40 hexadecimal digits). They
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from searchfuse.providers._base import Provider
 
-__all__ = ["PROVIDERS", "ProviderSpec", "looks_like", "provider", "spec"]
+__all__ = ["NAMES", "PROVIDERS", "ProviderSpec", "UnknownProvider", "looks_like", "lookup", "spec"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,18 @@ PROVIDERS: dict[str, ProviderSpec] = {
     )
 }
 
+#: The providers' names, in the default chain order.
+NAMES: tuple[str, ...] = tuple(PROVIDERS)
+
 #: The provider objects loaded so far, by name.
 _loaded: dict[str, Provider] = {}
+
+
+class UnknownProvider(KeyError):
+    """A name that is no provider's (a `KeyError` whose text is the whole sentence)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown provider"
 
 
 def spec(name: str) -> ProviderSpec | None:
@@ -98,17 +108,19 @@ def looks_like(key: str) -> str | None:
     return None
 
 
-def provider(name: str) -> Provider:
-    """The provider object called `name`, loaded from `searchfuse.providers.<name>`.
+def lookup(name: str) -> Provider:
+    """The provider object called `name`, loaded from `searchfuse.providers.<name>`
+    on first use: the one way to find a provider by its name.
 
-    Raises `LookupError` when `name` is not a provider, or its module is not
-    part of this version of searchfuse.
+    Raises [`UnknownProvider`][searchfuse.providers.UnknownProvider] (a
+    `KeyError`) when `name` is not a provider, and `LookupError` when its
+    module is not part of this version of searchfuse.
     """
-    found = _loaded.get(name)
+    found = _loaded.get(name) if isinstance(name, str) else None
     if found is not None:
         return found
-    if name not in PROVIDERS:
-        raise LookupError(f"{name!r} is not a provider (known: {', '.join(PROVIDERS)})")
+    if not isinstance(name, str) or name not in PROVIDERS:
+        raise UnknownProvider(f"unknown provider {name!r}: use one of {', '.join(NAMES)}")
     try:
         module = importlib.import_module(f"searchfuse.providers.{name}")
     except ModuleNotFoundError:

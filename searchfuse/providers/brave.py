@@ -15,11 +15,15 @@ the answer is 429).
 How searchfuse reads them: the per-second figures set the key's pace and the
 month's figures its quota (`observe`); a month remaining of 0 makes the key
 exhausted until the month's reset, without waiting for a 402 (the status
-Brave uses for a plan out of quota). Uncertain: the error body's shape
-(read as `{"error": {"detail", "code"}}`, else the raw text) and whether a
-429 carries `Retry-After` (read when sent, else the per-second reset).
-Brave offers no free request to check a key, but every answer's headers are
-free figures.
+Brave uses for a plan out of quota). Its error body is `{"type":
+"ErrorResponse", "error": {"status", "code", "detail", "meta"}}`; the code
+says what the status does not: an unknown key answers 422
+`SUBSCRIPTION_TOKEN_INVALID` (read as a rejected key, not a bad request),
+and a spent month's 429 carries `QUOTA_LIMITED`. Uncertain: whether a spent
+month answers 429 or 402 (both are read as out of quota) and whether a 429
+carries `Retry-After` (read when sent, else the per-second reset). Brave
+offers no free request to check a key, but every answer's headers are free
+figures.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from searchfuse._answers import Outcome
 from searchfuse.errors import BadRequest
 from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
 from searchfuse.providers._common import (
-    SEARCH,
     Params,
+    Searcher,
     classify,
     entries,
     result,
@@ -54,6 +58,9 @@ DEFAULT_RATE = Rate(1, 1.0)
 MAX_RESULTS = 20
 #: Brave's own status: 402 means the plan's quota is spent.
 STATUS = {402: Outcome.EXHAUSTED}
+#: Brave's error codes (`error.code`) that say more than their status: an unknown
+#: key is a 422, like a bad parameter; a spent month is a 429, like going too fast.
+CODES = {"SUBSCRIPTION_TOKEN_INVALID": Outcome.AUTH, "QUOTA_LIMITED": Outcome.EXHAUSTED}
 #: Tavily's `time_range` as Brave's `freshness`.
 FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 #: The month's window in seconds when `X-RateLimit-Policy` does not say.
@@ -75,6 +82,17 @@ def _figures(value: str | None) -> list[float]:
     return numbers
 
 
+def _code(answer: Answer) -> str | None:
+    """Brave's error code (`{"error": {"code": ...}}`), if the body has one."""
+    try:
+        data = answer.json()
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def _windows(policy: str | None, count: int) -> list[float]:
     """Each window's length in seconds, from `X-RateLimit-Policy` (`1;w=1, 15000;w=2592000`)."""
     found = re.findall(r"w=(\d+)", policy or "")
@@ -83,7 +101,7 @@ def _windows(policy: str | None, count: int) -> list[float]:
     return [1.0, MONTH][:count] if count <= 2 else []
 
 
-class Brave:
+class Brave(Searcher):
     """Brave Search as the router drives it: `X-Subscription-Token`, `GET` queries.
 
     Args:
@@ -94,16 +112,10 @@ class Brave:
     title = "Brave"
     default_base_url = DEFAULT_BASE_URL
     base_url_env = "BRAVE_BASE_URL"
-    endpoints: tuple[str, ...] = (SEARCH,)
-    probe_rate: Rate | None = None
     unit = "requests"
-    key_is_url = False
 
     def __init__(self, *, rate: Rate = DEFAULT_RATE) -> None:
         self._rate = rate
-
-    def __repr__(self) -> str:
-        return "Brave()"
 
     def headers(self, key: str) -> dict[str, str]:
         """`X-Subscription-Token: <key>`: never the key in the URL."""
@@ -149,14 +161,22 @@ class Brave:
         return Request("GET", PATH, params=body)
 
     def classify(self, answer: Answer, now: float) -> Classified:
-        """Brave's reaction table: HTTP's meaning, 402 out of quota; a 429 with the
-        month's remainder at 0 is out of quota too, until the month resets."""
+        """Brave's reaction table: HTTP's meaning, 402 out of quota, then its error
+        codes (`CODES`: an unknown key answers 422); a 429 with the month's remainder
+        at 0 is out of quota too, until the month resets."""
         row = classify(answer, now, STATUS, ("error", "detail"), ("error", "code"), ("message",))
+        if row.outcome is Outcome.OK:
+            return row
+        coded = CODES.get(_code(answer) or "")
+        if coded is Outcome.AUTH:
+            return replace(row, outcome=coded, retry_after=None)
         if row.outcome is not Outcome.RATE_LIMITED:
             return row
         seen = self.observe(answer, now)
         if seen is not None and seen.exhausted_until is not None:
             return replace(row, outcome=Outcome.EXHAUSTED, retry_after=seen.exhausted_until - now)
+        if coded is Outcome.EXHAUSTED:
+            return replace(row, outcome=coded)
         if row.retry_after is None:
             reset = _figures(answer.headers.get("x-ratelimit-reset"))
             if reset:
@@ -202,18 +222,6 @@ class Brave:
     def cost(self, endpoint: str, body: Mapping[str, Any], data: dict[str, Any] | None) -> float:
         """One request: Brave bills per request, whatever the count."""
         return 1.0
-
-    def rate(self, key: str) -> Rate:
-        """One request a second until Brave's headers say the plan's pace."""
-        return self._rate
-
-    def probe(self) -> Request | None:
-        """None: every Brave request is a search (its headers are the free figures)."""
-        return None
-
-    def figures(self, answer: Answer) -> Figures | None:
-        """Nothing: there is no probe to read."""
-        return None
 
 
 #: The Brave provider with Brave's published figures.

@@ -28,11 +28,12 @@ from searchfuse import _clock
 from searchfuse._answers import Outcome
 from searchfuse._wire import figure
 from searchfuse.errors import BadRequest
-from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
+from searchfuse.providers._base import Answer, Classified, Rate, Request
 from searchfuse.providers._common import (
     SEARCH,
     TIME_RANGE_DAYS,
     Params,
+    Searcher,
     classify,
     encoded,
     entries,
@@ -85,7 +86,7 @@ def _date(name: str, value: Any, params: Params) -> str:
     return f"{day.isoformat()}T00:00:00.000Z"
 
 
-class Exa:
+class Exa(Searcher):
     """Exa as the router drives it: `x-api-key`, JSON bodies, prices in US dollars.
 
     Args:
@@ -99,10 +100,7 @@ class Exa:
     title = "Exa"
     default_base_url = DEFAULT_BASE_URL
     base_url_env = "EXA_BASE_URL"
-    endpoints: tuple[str, ...] = (SEARCH,)
-    probe_rate: Rate | None = None
     unit = "usd"
-    key_is_url = False
 
     def __init__(
         self,
@@ -114,9 +112,6 @@ class Exa:
         self.search_price = search_price
         self.extra_result_price = extra_result_price
         self._rate = rate
-
-    def __repr__(self) -> str:
-        return "Exa()"
 
     def headers(self, key: str) -> dict[str, str]:
         """`x-api-key: <key>`: never the key in a body or a URL."""
@@ -214,22 +209,6 @@ class Exa:
         count = body.get("numResults", INCLUDED_RESULTS)
         extra = max(int(count) - INCLUDED_RESULTS, 0) if isinstance(count, int) else 0
         return self.search_price + extra * self.extra_result_price
-
-    def rate(self, key: str) -> Rate:
-        """Ten searches a second per key (Exa's default), unless configured."""
-        return self._rate
-
-    def probe(self) -> Request | None:
-        """None: Exa has no free request that checks a key."""
-        return None
-
-    def figures(self, answer: Answer) -> Figures | None:
-        """Nothing: there is no probe to read."""
-        return None
-
-    def observe(self, answer: Answer, now: float) -> Observed | None:
-        """Exa's headers say nothing of a key's pace or quota."""
-        return None
 
 
 #: The Exa provider with Exa's published figures.

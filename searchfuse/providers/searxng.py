@@ -27,8 +27,16 @@ from typing import Any
 
 from searchfuse._answers import Outcome
 from searchfuse._wire import short_text
-from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
-from searchfuse.providers._common import SEARCH, Params, classify, entries, result, tavily_shape
+from searchfuse.providers._base import Answer, Classified, Figures, Rate, Request
+from searchfuse.providers._common import (
+    SEARCH,
+    Params,
+    Searcher,
+    classify,
+    entries,
+    result,
+    tavily_shape,
+)
 
 __all__ = ["DEFAULT_RATE", "PROBE_RATE", "SEARXNG", "STATUS", "SearXNG", "silent_empty"]
 
@@ -60,7 +68,7 @@ def silent_empty(data: Any) -> str | None:
     return short_text("no results, and its engines did not answer (" + ", ".join(failed) + ")")
 
 
-class SearXNG:
+class SearXNG(Searcher):
     """A SearXNG instance as the router drives it: no credential, `GET` with `format=json`.
 
     Args:
@@ -71,16 +79,12 @@ class SearXNG:
     title = "SearXNG"
     default_base_url = "http://127.0.0.1:8888"
     base_url_env = "SEARXNG_URL"
-    endpoints: tuple[str, ...] = (SEARCH,)
     probe_rate: Rate | None = PROBE_RATE
     unit = "requests"
     key_is_url = True
 
     def __init__(self, *, rate: Rate = DEFAULT_RATE) -> None:
         self._rate = rate
-
-    def __repr__(self) -> str:
-        return "SearXNG()"
 
     def headers(self, key: str) -> dict[str, str]:
         """No credential: the "key" is the instance's URL, and never a header."""
@@ -154,10 +158,6 @@ class SearXNG:
         """One request: an instance bills nothing, but each request counts."""
         return 1.0
 
-    def rate(self, key: str) -> Rate:
-        """The configured pace (60 a minute by default)."""
-        return self._rate
-
     def probe(self) -> Request:
         """`GET /healthz`: free."""
         return Request("GET", "/healthz")
@@ -165,10 +165,6 @@ class SearXNG:
     def figures(self, answer: Answer) -> Figures | None:
         """A healthy instance has no figures to give, only that it answered."""
         return Figures()
-
-    def observe(self, answer: Answer, now: float) -> Observed | None:
-        """SearXNG's headers say nothing of the pace."""
-        return None
 
 
 #: The SearXNG provider with its defaults.

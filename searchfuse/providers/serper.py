@@ -26,10 +26,11 @@ from typing import Any
 
 from searchfuse._answers import Outcome
 from searchfuse._wire import figure
-from searchfuse.providers._base import Answer, Classified, Figures, Observed, Rate, Request
+from searchfuse.providers._base import Answer, Classified, Rate, Request
 from searchfuse.providers._common import (
     SEARCH,
     Params,
+    Searcher,
     classify,
     encoded,
     entries,
@@ -63,7 +64,7 @@ AMBIGUOUS_429 = "a rate limit or credits run out (Serper answers 429 for both)"
 TBS = {"day": "qdr:d", "week": "qdr:w", "month": "qdr:m", "year": "qdr:y"}
 
 
-class Serper:
+class Serper(Searcher):
     """Serper as the router drives it: `X-API-KEY`, JSON bodies, credits.
 
     Args:
@@ -75,17 +76,11 @@ class Serper:
     title = "Serper"
     default_base_url = DEFAULT_BASE_URL
     base_url_env = "SERPER_BASE_URL"
-    endpoints: tuple[str, ...] = (SEARCH,)
-    probe_rate: Rate | None = None
     unit = "credits"
-    key_is_url = False
 
     def __init__(self, *, rate: Rate = DEFAULT_RATE, search_credits: float = SEARCH_CREDITS):
         self._rate = rate
         self.search_credits = search_credits
-
-    def __repr__(self) -> str:
-        return "Serper()"
 
     def headers(self, key: str) -> dict[str, str]:
         """`X-API-KEY: <key>`: never the key in a body or a URL."""
@@ -140,22 +135,6 @@ class Serper:
         if credits is not None and credits <= MAX_CREDITS:
             return credits
         return self.search_credits
-
-    def rate(self, key: str) -> Rate:
-        """The configured pace (50 requests a second by default)."""
-        return self._rate
-
-    def probe(self) -> Request | None:
-        """None: Serper has no free request that checks a key."""
-        return None
-
-    def figures(self, answer: Answer) -> Figures | None:
-        """Nothing: there is no probe to read."""
-        return None
-
-    def observe(self, answer: Answer, now: float) -> Observed | None:
-        """Serper's headers say nothing of a key's pace or quota."""
-        return None
 
 
 #: The Serper provider with its published figures.

@@ -10,15 +10,18 @@ reaction table lives in `searchfuse.router.policy`. `SqliteStore` and
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router._router import Router
+from searchfuse.router._spend import BudgetStatus
 from searchfuse.router.config import Config, KeyEntry, config_from_env, load_config
 from searchfuse.router.state import JsonFileStore, MemoryStore, Store, open_store
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 if TYPE_CHECKING:
     from searchfuse.router.state import RedisStore, SqliteStore
 
 __all__ = [
+    "BudgetStatus",
     "Config",
+    "Hold",
     "JsonFileStore",
     "KeyEntry",
     "KeyStatus",

@@ -9,7 +9,7 @@ from typing import Any
 
 from searchfuse._format import duration
 from searchfuse._sansio import Step
-from searchfuse.errors import CooldownActive
+from searchfuse.errors import ConfigError, CooldownActive
 from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._keys import KeyEntry
 from searchfuse.router._refusals import no_key
@@ -18,12 +18,13 @@ from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
 from searchfuse.router.diagnose import Step as DiagnosisStep
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason, candidates, rank, remaining
-from searchfuse.router.status import KeyStatus, ProbeResult, key_status
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult, key_status
 
 __all__ = [
     "NOT_PROBED",
     "diagnose_flow",
     "ensure_available",
+    "hold",
     "probe_flow",
     "status",
     "warn_if_degraded",
@@ -47,12 +48,33 @@ def status(core: Core) -> list[KeyStatus]:
     memo: dict[str, str] = {}
     for c in candidates(ledger.keys, state):
         record = key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets, memo)
+        record = dataclasses.replace(record, **_window(core, c.entry.fingerprint, now))
         if left > 0 and record.state == "available":
             record = dataclasses.replace(
                 record, state="held", blocked_reason=held, cooldown_left=left
             )
         out.append(record)
     return out
+
+
+def _window(core: Core, fp: str, now: float) -> dict[str, Any]:
+    """Key `fp`'s rate, and how many searches its pacing log holds in the current window."""
+    rate = core.ledger.rates[fp]
+    try:
+        times = core.ledger.pacing_log(fp) if core.options.pace else None
+    except ConfigError:
+        times = None  # a damaged pacing table refuses searches; status still shows the keys
+    sent = None if times is None else sum(1 for t in times if t > now - rate.window)
+    return {"window_requests": sent, "window_limit": rate.requests, "window_seconds": rate.window}
+
+
+def hold(core: Core) -> Hold | None:
+    """The hold this provider's searches wait for, if one runs."""
+    left, masked = core.ledger.hold()
+    if left <= 0:
+        return None
+    provider = core.provider.name if masked is not None else None
+    return Hold(left, core.ledger.now() + left, masked, provider)
 
 
 def ensure_available(core: Core) -> None:

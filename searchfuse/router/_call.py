@@ -27,6 +27,7 @@ from searchfuse.router import _deadline, policy
 from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._deadline import DeadlineExceeded
 from searchfuse.router._ledger import Charged
+from searchfuse.router._observe import observe
 from searchfuse.router._options import FIRST_RETRY_WAIT, RETRIES_ON_429
 from searchfuse.router._refusals import broken, no_key, stopped
 from searchfuse.router._steps import CallFn, Fallback, Probe, Returned, Send, Sleep
@@ -220,6 +221,7 @@ def _send(
             if charged is not None:
                 core.ledger.refund(entry, charged)  # the caller's own function failed
             raise
+        observe(core, entry, result)
         if answer.outcome is Outcome.OK:
             core.breaker.succeeded()
             return entry, result, charged

@@ -13,7 +13,9 @@ DESIGN's rules, in the order a call meets them:
    (`NoKeyAvailable`: disabled, auth-cooled, exhausted, failing, breaker open).
 3. Every move down is named: one WARNING when a provider starts being passed
    over (which, why, who serves instead), one INFO when it serves again, and
-   `result["searchfuse"]["degraded"]` on every result meanwhile.
+   `result["searchfuse"]["degraded"]` on every result meanwhile. Once per
+   fleet: a move the store's event log already shows as the provider's latest
+   (another process sharing the store named it) is not logged again.
 4. Busy is not broken: a provider whose keys are all at their rate makes the
    call wait (`max_wait`), unless `overflow=True`, when the next provider
    with room serves at once (`degraded.reason == "overflow"`).
@@ -56,7 +58,7 @@ from searchfuse.router._ledger import Ledger
 from searchfuse.router._options import RouterOptions
 from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
 from searchfuse.router._rates import key_rate
-from searchfuse.router.state import EventKind, Store
+from searchfuse.router.state import MAX_EVENTS, EventKind, Store
 
 __all__ = ["Chain", "Passed", "Wiring", "build"]
 
@@ -182,14 +184,16 @@ class Chain:
         ended: list[str] = []
         with self._lock:
             for p in lasting:
-                if self._down.get(p.name) != p.reason:
-                    self._down[p.name] = p.reason
+                if p.name not in self._down:  # a new reason while down is no new move
                     started.append(p)
+                self._down[p.name] = p.reason
             if serving in self._down:
                 del self._down[serving]
                 ended.append(serving)
         titles = self.titles()
         for p in started:
+            if self._said(p.name, EventKind.PASSED_OVER):
+                continue  # another router sharing the store named this move already
             log.warning(
                 "%s is passed over (%s: %s); %s serves instead",
                 titles.get(p.name, p.name),
@@ -200,12 +204,28 @@ class Chain:
             why = f"{p.reason}: {p.detail}; {titles.get(serving, serving)} serves instead"
             self._log_event(EventKind.PASSED_OVER, p.name, why)
         for name in ended:
+            if self._said(name, EventKind.SERVES_AGAIN):
+                continue
             log.info("%s serves again", titles.get(name, name))
             self._log_event(EventKind.SERVES_AGAIN, name, "serves again")
 
+    def _said(self, provider: str, kind: str) -> bool:
+        """Whether the store's event log already says `kind` is the latest move of
+        `provider`: another process sharing the store named it, so the fleet logs each
+        move once. (Read, not claimed in a transaction: two processes meeting the same
+        move in the same instant may both name it; a move pushed out of the bounded log
+        by newer events is named again.)"""
+        try:
+            events = self.first.ledger.events(MAX_EVENTS)
+        except Exception:
+            return False
+        moves = (EventKind.PASSED_OVER, EventKind.SERVES_AGAIN)
+        latest = next((e for e in events if e.provider == provider and e.kind in moves), None)
+        return latest is not None and latest.kind == kind
+
     def _log_event(self, kind: str, provider: str, detail: str) -> None:
-        """Keep a move down the chain (or back) in the store's event log: once per
-        process per move, as the log line. The result is served whatever the store says."""
+        """Keep a move down the chain (or back) in the store's event log, as the log
+        line. The result is served whatever the store says."""
         core = self.by_provider().get(provider, self.first)
         try:
             core.ledger.note(kind, provider, detail)
@@ -247,7 +267,7 @@ def build(
     cores: list[Core] = []
     for i, name in enumerate(names):
         try:
-            provider = registry.provider(name)
+            provider = registry.lookup(name)
         except LookupError as exc:
             raise ConfigError(
                 config.source, "providers", str(exc), f'remove "{name}" and its keys'

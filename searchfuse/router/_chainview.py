@@ -20,14 +20,22 @@ from searchfuse.router._core import Core
 from searchfuse.router.diagnose import Diagnosis
 from searchfuse.router.diagnose import Step as DiagnosisStep
 from searchfuse.router.state import Event
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
-__all__ = ["diagnose_flow", "ensure_available", "events", "probe_flow", "status"]
+__all__ = ["diagnose_flow", "ensure_available", "events", "hold", "probe_flow", "status"]
 
 
 def status(cores: Sequence[Core]) -> list[KeyStatus]:
     """Every key of every provider, in chain order."""
     return [record for core in cores for record in _admin.status(core)]
+
+
+def hold(cores: Sequence[Core]) -> Hold | None:
+    """The hold that runs, named by the provider whose key set it (every core sees a
+    hold under `on_429="stop"`; under `"retry"` only the provider whose key 429'd)."""
+    found = [h for core in cores if (h := _admin.hold(core)) is not None]
+    named = [h for h in found if h.key is not None]
+    return (named or found)[0] if found else None
 
 
 def events(cores: Sequence[Core], limit: int) -> list[Event]:

@@ -31,6 +31,17 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _warned_modes: set[str] = set()
 
 
+def default_state(config_path: Path | None) -> str | Path | None:
+    """Where a router built from the keys file at `config_path` keeps its state by
+    default: `state/searchfuse.db` in the folder above `config/` (under
+    searchfuse's pytest plugin, the test's own folder)."""
+    from searchfuse.router.state import _paths
+
+    if _paths.testing_state:
+        return _paths.testing_state
+    return config_path.parent.parent / "state" / "searchfuse.db" if config_path else None
+
+
 def render_config(config: Config) -> str:
     """The v2 JSON text for `config` (what a migrated file contains)."""
     keys: list[dict[str, Any]] = []

@@ -1,25 +1,22 @@
 """The ledger: the only code that reads or writes the router's store.
 
-Every decision that must hold across threads, processes and hosts is one
-store transaction here: the grant (hold, key state, a pacing slot, the search
-counted in advance), the settlement of a served answer, the refund of one that
-was not, the reaction to a failure (park and hold), and the `/usage` claims.
+Every decision that must hold across threads, processes and hosts is one store transaction here:
+the grant (hold, key state, a pacing slot, the search counted in advance), the settlement of an
+answer, the refund of one not served, a failure's park and hold, `/usage` claims.
 
-The view and its shortcut. Searches pick keys from a *view*: the store's
-state as of the last look, kept up to date from what changed since (one
-indexed query for SQLite, none when nothing changed). The invariant: the
-view may be stale, but nothing is ever sent on it alone, because every send
-is granted by a transaction that reads the rows it decides on. So a burst
-staying on its key may skip even the look when the last grant found the
-store unchanged by anyone else since this router's own writes
-(`Grant.fresh`); every write of this router's own clears that trust.
+The view and its shortcut. Searches pick keys from a *view*: the store's state as of the last look,
+kept up to date from what changed since (one indexed query for SQLite, none when nothing changed).
+The invariant: the view may be stale, but nothing is ever sent on it alone, because every send is
+granted by a transaction that reads the rows it decides on. So a burst staying on its key may skip
+even the look when the last grant found the store unchanged by anyone else since this router's own
+writes (`Grant.fresh`); every write of this router's own clears that trust.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +33,7 @@ from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, candidate, candidates
 from searchfuse.router.state import AccountUsage, Charge, Event, Grant, KeyUsage, State, Store
+from searchfuse.router.state._grant import search_log
 
 __all__ = ["Charged", "Ledger"]
 
@@ -44,12 +42,16 @@ log = logging.getLogger("searchfuse.router")
 
 @dataclass(frozen=True)
 class Charged:
-    """A search counted when it was granted: its expected `credits`, whether the
-    key already looked as a success leaves it (`clean`), and its budgets (`spent`)."""
+    """A search counted at its grant: `credits`, `clean` (a success changes nothing), `spent`."""
 
     credits: float
     clean: bool
     spent: Spent | None = None
+
+    def take_back(self, state: State, entry: KeyEntry) -> None:
+        """Refund what this counted, budgets included (inside a transaction)."""
+        state.refund(entry.fingerprint, entry.account_id, self.credits)
+        give_back(state, self.spent)
 
 
 class Ledger:
@@ -59,7 +61,7 @@ class Ledger:
         self,
         store: Store,
         keys: Sequence[KeyEntry],
-        rates: Mapping[str, Rate],
+        rates: MutableMapping[str, Rate],
         options: RouterOptions,
         scrub: Callable[[str], str],
         *,
@@ -239,7 +241,7 @@ class Ledger:
 
     def refund(self, entry: KeyEntry, charged: Charged) -> None:
         """Take back what was counted for a search that was not served."""
-        self.store.update(self.now(), lambda state: _take_back(state, entry, charged))
+        self.store.update(self.now(), lambda state: charged.take_back(state, entry))
 
     # -- reacting to a failure ----------------------------------------------------------
 
@@ -273,7 +275,7 @@ class Ledger:
             # The park and the hold are one transaction: a process that sees the
             # key parked also sees the hold, and refuses without a request.
             if refund is not None:
-                _take_back(state, entry, refund)
+                refund.take_back(state, entry)
             ks = state.key(entry.fingerprint)
             ks.account = entry.account
             ks.last_status = answer.status
@@ -283,11 +285,10 @@ class Ledger:
                 return 0.0
             ks.note_error(now, answer.status, error)
             parked = seconds if park else 0.0
-            return park_key(
-                state, ks, entry, reaction.park, str(answer.outcome), now, parked, hold, retry_hold
-            )
+            return park_key(state, ks, entry, reaction.park, answer, now, parked, hold, retry_hold)
 
         took = self.store.update(now, change)
+        seconds = seconds if retry_hold > 0 else max(took, seconds)
         if answer.status == 429:
             _telemetry.rate_limited(entry.masked)
         if reaction.penalises_key:
@@ -382,6 +383,14 @@ class Ledger:
         shown = {e.fingerprint: e.masked for e in known}, {e.fingerprint: e.provider for e in known}
         return [e.shown(*shown) for e in self.store.events(limit)]
 
+    def tallies(self, prefix: str) -> dict[str, Any]:
+        """Budget tallies named `prefix...`, live now (read only: `Store.tallies`)."""
+        return self.store.tallies(self.now(), prefix)
+
+    def pacing_log(self, fp: str) -> list[float] | None:
+        """When key `fp`'s latest searches were granted (read only; `None`: unknown)."""
+        return self.store.pacing_log(search_log(fp))
+
     def note(self, kind: str, provider: str, detail: str) -> None:
         """Log an event of `provider` (a move down the chain) in a transaction of its own."""
         now = self.now()
@@ -396,9 +405,3 @@ class Ledger:
         from searchfuse.router.state._cache import SharedCache
 
         return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub)
-
-
-def _take_back(state: State, entry: KeyEntry, charged: Charged) -> None:
-    """Refund what `charged` counted, budgets included (inside a transaction)."""
-    state.refund(entry.fingerprint, entry.account_id, charged.credits)
-    give_back(state, charged.spent)

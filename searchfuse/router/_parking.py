@@ -1,10 +1,17 @@
 """How a reaction parks a key: exhausted, cooling for its seconds, or the router held.
 
-Run inside the reaction's transaction by `Ledger.react`.
+Run inside the reaction's transaction by `Ledger.react`. An answer that may
+not be a passing limit (Serper's 429: a rate limit, or credits run out; it
+says nothing to tell them apart) is parked longer each time the pause before
+it did not cure it: the key's last cooldown was for the same reason and has
+run out, and the first request after it met the same answer. The park
+doubles, up to the one-hour bound, until an answer that serves ends it.
 """
 
 from __future__ import annotations
 
+from searchfuse._answers import MAX_PARK
+from searchfuse.providers._base import Classified
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Park
 from searchfuse.router.state import State
@@ -18,20 +25,34 @@ def park(
     ks: KeyState,
     entry: KeyEntry,
     kind: Park,
-    reason: str,
+    answer: Classified,
     now: float,
     seconds: float,
     hold: bool,
     retry_hold: float,
 ) -> float:
-    """Park `ks` as the reaction says (inside the reaction's transaction)."""
+    """Park `ks` as the reaction to `answer` says (inside the reaction's transaction);
+    returns the seconds parked (with `retry_hold`: the hold this call took, else 0.0)."""
+    reason = str(answer.outcome)
     if kind is Park.EXHAUSTED:
         ks.exhausted = True
     elif seconds > 0:
+        if answer.alternative is not None:  # it may not pass with a pause
+            seconds = _longer(ks, reason, now, seconds)
         ks.park(now, seconds, reason)
         if hold:
             state.hold(entry.fingerprint, now + seconds)
+        return seconds
     elif retry_hold > 0 and state.hold_left(now) <= 0:
         state.hold(entry.fingerprint, now + retry_hold)
         return retry_hold
     return 0.0
+
+
+def _longer(ks: KeyState, reason: str, now: float, seconds: float) -> float:
+    """`seconds`, or twice the last park when that park, for the same reason, has run
+    out without curing it (within `MAX_PARK`)."""
+    until, started = ks.cooldown_until, ks.cooldown_started
+    if ks.cooldown_reason != reason or until is None or started is None or until > now:
+        return seconds
+    return min(max(seconds, 2 * (until - started)), MAX_PARK)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from searchfuse.errors import ConfigError
 from searchfuse.providers._base import Rate
-from searchfuse.providers._registry import provider
+from searchfuse.providers._registry import lookup
 from searchfuse.providers.tavily import RATE_WINDOW
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def key_rate(entry: KeyEntry, environ: Mapping[str, str] | None = None) -> Rate:
     rpm = _env_rpm(env) if entry.provider == "tavily" else None
     if rpm is not None:
         return Rate(rpm, RATE_WINDOW)
-    return provider(entry.provider).rate(entry.key)
+    return lookup(entry.provider).rate(entry.key)
 
 
 def pace_window(rate: Rate, late: float = 0.0) -> float:

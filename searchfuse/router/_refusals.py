@@ -99,6 +99,15 @@ def stopped(
         # The caller's own function failed (our client never raises for a status):
         # its exception, unchanged.
         return result
+    if answer.outcome is Outcome.MISCONFIGURED and provider.key_is_url:
+        # The address is the key (a SearXNG instance): the instance answered, and said
+        # what is wrong with it (JSON output switched off).
+        return ConfigError(
+            "keys",
+            "url",
+            f"{base_url} answered {answer.status} to a search: {answer.detail}",
+            "fix the instance's settings, or name another instance",
+        )
     if answer.outcome is Outcome.MISCONFIGURED:
         env = provider.base_url_env
         source = env if environ.get(env) else "base_url"
@@ -110,4 +119,4 @@ def stopped(
             f"{provider.endpoints[0]})",
             f"set {source} to {provider.default_base_url}, or to the address of your proxy",
         )
-    return BadRequest(answer.detail, status=answer.status or 400)
+    return BadRequest(answer.detail, status=answer.status or 400, provider=provider.title)

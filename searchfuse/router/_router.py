@@ -19,6 +19,7 @@ from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
 from searchfuse.router import _admin, _chain, _chainview, _deadline
 from searchfuse.router._call import call_flow
+from searchfuse.router._keysfile import default_state
 from searchfuse.router._options import (
     DEFAULT_BREAKER_THRESHOLD,
     DEFAULT_DEADLINE,
@@ -29,7 +30,7 @@ from searchfuse.router._options import (
     RouterOptions,
     check_timeout,
 )
-from searchfuse.router._spend import Spend
+from searchfuse.router._spend import BudgetReports, Spend
 from searchfuse.router._steps import adrive, drive
 from searchfuse.router.config import (
     Config,
@@ -39,15 +40,16 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Event, Store, _paths, open_store
-from searchfuse.router.status import KeyStatus, ProbeResult
+from searchfuse.router.state import Event, Store, open_store
+from searchfuse.router.state._skill import key_slots
+from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
 
 T = TypeVar("T")
 
 
-class Router:
+class Router(BudgetReports):
     """A quota-aware client for several Tavily keys.
 
     ```python
@@ -55,9 +57,8 @@ class Router:
     result = router.search("python 3.13 release date", max_results=3)
     ```
 
-    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted
-    and cooling keys are skipped; every answer updates the key's state
-    according to one reaction table (`searchfuse.router.policy.REACTIONS`).
+    Keys are chosen by real remaining quota; invalid, rate-limited, exhausted and cooling keys
+    are skipped; each answer updates its key's state by `searchfuse.router.policy.REACTIONS`.
 
     `search` returns Tavily's JSON as a dict, with an extra `"searchfuse"` entry
     saying who served it (`{"served_by": "tavily", "key": "tvly-dev-…0001"}`). It
@@ -119,9 +120,9 @@ class Router:
     on a rate limit under `on_429="stop"`, after the retries under `"retry"`, past
     a provider no key of which can serve; each result's `searchfuse.degraded` says
     which provider was passed over and why.
-        budgets: [`Budget`][searchfuse.Budget]s kept in the store, checked and
-            counted with each grant (see `spend_scope`); over one, a call raises
-            [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
+        budgets: [`Budget`][searchfuse.Budget]s kept in the store (default: those
+            `SEARCHFUSE_BUDGETS` names), checked and counted with each grant (see `spend_scope`);
+            over one, a call raises [`BudgetExhausted`][searchfuse.errors.BudgetExhausted] unsent.
         prices: USD per unit by provider (`{"tavily": 0.0075}`), over the list
             prices, for budgets in `usd` (`keys[].price` wins for its key).
     """
@@ -165,7 +166,7 @@ class Router:
             clock=clock,
             sleep=sleep,
         )
-        spend = Spend(budgets, prices)  # checked before anything is opened
+        spend = Spend(budgets, prices, environ)  # checked before anything is opened
         empty = fallback is not None and not keys
         self.config = Config((), source=missing or "Router(keys=[])") if empty else keys_from(keys)
         minutes = self.config.cooldown_minutes if cooldown_minutes is None else cooldown_minutes
@@ -177,7 +178,7 @@ class Router:
         wiring = _chain.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state)
+        store = open_store(state, key_order=key_slots(self.config.keys))
         self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
@@ -208,9 +209,7 @@ class Router:
                 raise
             return cls._made([], os.environ, f"{exc.source} ({exc.problem})", **options)
         if "state" not in options:
-            base = config.path.parent.parent if config.path else None
-            beside = (base / "state" / "searchfuse.db") if base else None
-            options["state"] = _paths.testing_state or beside
+            options["state"] = default_state(config.path)
         return cls(config, **options)
 
     @classmethod
@@ -335,6 +334,10 @@ class Router:
     def status(self) -> list[KeyStatus]:
         """One record per key: masked key, account, usage, remaining, cooldown, last error."""
         return _chainview.status(self._chain.cores)
+
+    def hold(self) -> Hold | None:
+        """The router-wide hold after a 429 (time left, the masked key that set it), or `None`."""
+        return _chainview.hold(self._chain.cores)
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the store's log, newest first: 429s, cooldowns set

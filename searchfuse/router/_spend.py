@@ -14,20 +14,40 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from searchfuse._spend import Budget, SpendScope, current_spend
-from searchfuse.errors import BudgetExhausted
+from searchfuse._format import duration
+from searchfuse._spend import Budget, SpendScope, current_spend, spend_scope
+from searchfuse.errors import BudgetExhausted, ConfigError
 from searchfuse.providers._prices import check_prices, price_of, stated_usd
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import Grant, State
-from searchfuse.router.state._budgets import Line, adjust, period_of, used
+from searchfuse.router.state._budgets import Line, Tally, adjust, period_of
 
-__all__ = ["NOTHING", "Line", "Spend", "Spent", "check_budgets", "give_back", "settlement"]
+if TYPE_CHECKING:
+    from searchfuse.router._core import Core
+
+__all__ = [
+    "BUDGETS_VARIABLE",
+    "NOTHING",
+    "BudgetReports",
+    "BudgetStatus",
+    "Line",
+    "Spend",
+    "Spent",
+    "Tally",
+    "budgets_from_env",
+    "check_budgets",
+    "give_back",
+    "settlement",
+]
 
 #: Spender ids longer than this are kept as a prefix and a hash.
 _MAX_SHOWN = 64
+#: A period's tally is kept a day past the period's end: a process whose clock is
+#: a little behind may still charge it.
+_PERIOD_GRACE = 86400.0
 
 
 def check_budgets(budgets: Iterable[Budget] | None) -> tuple[Budget, ...]:
@@ -50,6 +70,29 @@ def check_budgets(budgets: Iterable[Budget] | None) -> tuple[Budget, ...]:
                 '(write Budget(10, unit="searches", per="conversation"))'
             )
     return out
+
+
+#: Budgets for routers made without `budgets=`: `"10 searches per conversation, 200
+#: credits per router a day"` (see `Budget.parse`); how the CLI and the gateway get theirs.
+BUDGETS_VARIABLE = "SEARCHFUSE_BUDGETS"
+
+
+def budgets_from_env(environ: Mapping[str, str]) -> tuple[Budget, ...]:
+    """The budgets `SEARCHFUSE_BUDGETS` names (none when unset or blank)."""
+    out = []
+    for part in environ.get(BUDGETS_VARIABLE, "").replace(";", ",").split(","):
+        if part.strip():
+            try:
+                out.append(Budget.parse(part))
+            except ValueError as exc:
+                raise ConfigError(
+                    BUDGETS_VARIABLE,
+                    None,
+                    str(exc),
+                    'separate budgets with commas: "10 searches per conversation, '
+                    '20 usd per router a month"',
+                ) from None
+    return tuple(out)
 
 
 def _spender(text: str) -> str:
@@ -126,6 +169,70 @@ def settlement(
     return both, settled
 
 
+#: Spenders a `BudgetStatus` names, the most spending first.
+TOP_SPENDERS = 3
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """One budget as the store has it now ([`Router.budgets`][searchfuse.Router.budgets]).
+
+    `used` and `left` are the router's (`per="router"`) or the named spender's;
+    for a `per="conversation"` or `"user"` budget with no spender named they are
+    `None`, and `spenders` (how many spent something this period), `exhausted`
+    (how many of them used it all) and `top` (the most spending, `(who, used)`)
+    summarise every spender. `resets_at` is when the period ends (epoch seconds).
+    """
+
+    budget: Budget
+    used: float | None = None
+    left: float | None = None
+    resets_at: float | None = None
+    who: str | None = None
+    spenders: int | None = None
+    exhausted: int | None = None
+    top: tuple[tuple[str, float], ...] = field(default=())
+
+    def summary(self, now: float) -> str:
+        """One line for people (`searchfuse status`): `"200 credits per router a day:
+        37 used, 163 left, resets in 5.2 h"`; `"10 searches per conversation: 4
+        conversations, 1 used all; most c-42 10, c-7 3"`."""
+        b = self.budget
+        head = b.describe() + (f" ({self.who})" if self.who else "")
+        if self.used is not None:
+            text = f"{head}: {self.used:g} used, {self.left or 0:g} left"
+        else:
+            many = "conversations" if b.per == "conversation" else "users"
+            text = f"{head}: {self.spenders or 0} {many} counted, {self.exhausted or 0} used all"
+            if self.top:
+                text += "; most " + ", ".join(f"{who} {used:g}" for who, used in self.top)
+        if self.resets_at is not None:
+            text += f", resets in {duration(self.resets_at - now)}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form `status --json` and the gateway's `/usage` show."""
+        b = self.budget
+        out: dict[str, Any] = {
+            "budget": b.describe(),
+            "per": b.per,
+            "unit": b.unit,
+            "period": b.period,
+            "limit": b.limit,
+            "used": self.used,
+            "left": self.left,
+            "resets_at": self.resets_at,
+        }
+        if b.per != "router":
+            out["who"] = self.who
+            out["spenders"] = self.spenders
+            out["exhausted"] = self.exhausted
+            out["top"] = [
+                {"who": who, "used": used, "left": _left(b, used)} for who, used in self.top
+            ]
+        return out
+
+
 class Spend:
     """One router's budgets and prices (see the module docstring)."""
 
@@ -133,8 +240,10 @@ class Spend:
         self,
         budgets: Iterable[Budget] | None,
         prices: Mapping[str, Any] | None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.budgets = check_budgets(budgets)
+        from_env = budgets is None and environ is not None
+        self.budgets = budgets_from_env(environ or {}) if from_env else check_budgets(budgets)
         self.prices = check_prices(prices)
 
     @property
@@ -156,7 +265,8 @@ class Spend:
                 continue  # a call outside any scope naming one is not counted here
             label, ends = period_of(b.period, now)
             name = f"{b.per}:{who}:{b.unit}:{b.period or ''}"
-            out.append(Line(i, name, label, float(b.limit), amounts[b.unit], ends))
+            line = Line(i, name, label, float(b.limit), amounts[b.unit], ends)
+            out.append(replace(line, keep_until=_keep_until(b, now, ends)))
         return out
 
     def plan(self, provider: str, kind: str, entry: KeyEntry, credits: float, now: float) -> Spent:
@@ -183,13 +293,69 @@ class Spend:
         """`result["searchfuse"]["budgets"]`: each counted budget's use, this call included."""
         return [_row(self.budgets[line.index], line.used) for line in lines]
 
-    def status(self, state: State, scope: SpendScope, now: float) -> list[dict[str, Any]]:
-        """Every budget that applies to `scope`, as the store has it now."""
-        zero = dict.fromkeys(("searches", "credits", "usd"), 0.0)
-        return [
-            _row(self.budgets[line.index], used(state, line.name, line.period))
-            for line in self._lines(scope, now, zero)
-        ]
+    def overview(
+        self, tallies: Callable[[str], Mapping[str, Tally]], scope: SpendScope, now: float
+    ) -> list[BudgetStatus]:
+        """Every budget as `tallies` (the store's, read by name prefix) has it at `now`:
+        the router's and `scope`'s spenders' use, and a summary of the others."""
+        out = []
+        for b in self.budgets:
+            label, ends = period_of(b.period, now)
+            tail = f":{b.unit}:{b.period or ''}"
+            found = {
+                name[len(b.per) + 1 : -len(tail)]: t.used
+                for name, t in tallies(f"{b.per}:").items()
+                if name.endswith(tail) and t.period == label
+            }
+            who = self._who(b, scope)
+            if who is not None:
+                spent = round(found.get(who, 0.0), 9)
+                named = None if b.per == "router" else who
+                out.append(BudgetStatus(b, spent, _left(b, spent), ends, named))
+                continue
+            top = sorted(found.items(), key=lambda item: (-item[1], item[0]))[:TOP_SPENDERS]
+            spent_all = sum(1 for v in found.values() if v >= b.limit - 1e-9)
+            shown = tuple((name, round(v, 9)) for name, v in top)
+            out.append(BudgetStatus(b, None, None, ends, None, len(found), spent_all, shown))
+        return out
+
+
+def _keep_until(budget: Budget, now: float, ends: float | None) -> float | None:
+    """When the tally a call charges (or is refused on) may be forgotten: a day after
+    its period ends, else `forget_after` from now; the router's one tally never."""
+    if ends is not None:
+        return ends + _PERIOD_GRACE
+    if budget.per == "router" or budget.forget_after is None:
+        return None
+    return now + budget.forget_after
+
+
+class BudgetReports:
+    """What a [`Router`][searchfuse.Router] tells of its budgets (a base of `Router`)."""
+
+    if TYPE_CHECKING:  # what Router has
+        _core: Core
+
+        def now(self) -> float: ...
+
+    def budgets(
+        self, *, user: str | None = None, conversation: str | None = None
+    ) -> list[BudgetStatus]:
+        """Every budget's use as the store has it now, every process sharing it counted.
+
+        The router's own, and `user`'s and `conversation`'s (default: the running
+        `spend_scope`'s); a `per="user"` or `"conversation"` budget with no spender
+        named is summarised: how many spent something this period, how many used it
+        all, and who most. Read without a write lock (`Store.tallies`), so a status
+        view or a dashboard never holds up a search.
+        """
+        now = self.now()
+        with spend_scope(user=user, conversation=conversation) as scope:  # checks the ids
+            return self._core.spend.overview(self._core.ledger.tallies, scope, now)
+
+
+def _left(budget: Budget, spent: float) -> float:
+    return max(0.0, round(budget.limit - spent, 9))
 
 
 def _row(budget: Budget, spent: float) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from searchfuse._secrets import known_keys, redact_tree
 from searchfuse.router.selection import Candidate
 from searchfuse.router.state import KeyUsage
 
-__all__ = ["KeyStatus", "ProbeResult", "key_status"]
+__all__ = ["Hold", "KeyStatus", "ProbeResult", "key_status"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,34 @@ class KeyStatus:
     searches: int
     #: The provider the key belongs to (`"tavily"`, `"exa"`, ...).
     provider: str = "tavily"
+    #: Searches sent with the key in the last `window_seconds`, as the store's pacing log
+    #: has them (every process sharing the store); `None` when pacing is off or the
+    #: store cannot tell.
+    window_requests: int | None = None
+    #: The key's rate: at most `window_limit` searches in any `window_seconds`.
+    window_limit: int | None = None
+    window_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (what `searchfuse status --json` prints)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The router-wide hold after a 429: no search is sent with any key until `until`."""
+
+    #: Seconds the hold still runs.
+    seconds_left: float
+    #: When it ends (epoch seconds, the router's clock).
+    until: float
+    #: The masked key whose 429 set it (`None` when the key is not one of this router's).
+    key: str | None
+    #: That key's provider, where known.
+    provider: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return asdict(self)
 
 

@@ -1,4 +1,4 @@
-"""Test helpers: a simulated Tavily API, a fake clock, and the switch for test mode.
+"""Test helpers: simulated search APIs, a fake clock, and the switch for test mode.
 
 - [`FakeTavily`][searchfuse.testing.FakeTavily] behaves like Tavily's `POST /search`,
   `/extract`, `/crawl`, `/map` and `GET /usage` (auth, validation, rate windows,
@@ -7,14 +7,21 @@
   Serve it in-process ([`FakeTavily.transport`][searchfuse.testing.FakeTavily.transport],
   [`FakeTavily.mount`][searchfuse.testing.FakeTavily.mount] on pytest-httpx) or on loopback
   ([`FakeTavily.serve`][searchfuse.testing.FakeTavily.serve]).
+- [`FakeExa`][searchfuse.testing.FakeExa], [`FakeBrave`][searchfuse.testing.FakeBrave],
+  [`FakeSerper`][searchfuse.testing.FakeSerper] and
+  [`FakeSearXNG`][searchfuse.testing.FakeSearXNG] do the same for the other providers,
+  each written from that provider's documentation, with the same fault API
+  (`fail_next`, `slow_next`, `clear_faults`), records and ways to serve.
 - [`FakeClock`][searchfuse.testing.FakeClock] is time that only moves when told to.
 - [`set_testing`][searchfuse.testing.set_testing] /
   [`testing_mode`][searchfuse.testing.testing_mode] make searchfuse read that clock and never really
   sleep, like `stamina.set_testing`.
 
 With `pip install ".[testing]"`, pytest gets the fixtures
-`fake_clock`, `fake_tavily`, `tavily_mock`, `tavily_server` and
-`tavily_cascade` automatically (see `docs/testing.md`).
+`fake_clock`, `fake_tavily`, `tavily_mock`, `tavily_server`,
+`tavily_cascade`, and `fake_exa` / `exa_server`, `fake_brave` /
+`brave_server`, `fake_serper` / `serper_server`, `fake_searxng` /
+`searxng_server` automatically (see `docs/testing.md`).
 
 Example:
     ```python
@@ -39,6 +46,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from searchfuse.testing._brave import FakeBrave
     from searchfuse.testing._cascade import Cascade, CascadeResult
     from searchfuse.testing._clock import (
         DEFAULT_START,
@@ -47,6 +55,7 @@ if TYPE_CHECKING:
         set_testing,
         testing_mode,
     )
+    from searchfuse.testing._exa import FakeExa
     from searchfuse.testing._fake import (
         CREDITS_PER_DEPTH,
         DEFAULT_PLAN,
@@ -61,6 +70,8 @@ if TYPE_CHECKING:
         Fault,
         RecordedRequest,
     )
+    from searchfuse.testing._searxng import FakeSearXNG
+    from searchfuse.testing._serper import FakeSerper
 
 #: The made-up keys the `fake_tavily` fixture accepts. Never put a real key in a test.
 TEST_KEYS: tuple[str, ...] = (
@@ -70,14 +81,25 @@ TEST_KEYS: tuple[str, ...] = (
     "tvly-dev-test0004",
 )
 
+#: Made-up keys for the other simulators' fixtures, each in its provider's shape.
+EXA_TEST_KEYS: tuple[str, ...] = (
+    "00000000-0000-4000-8000-0000000e0001",
+    "00000000-0000-4000-8000-0000000e0002",
+)
+BRAVE_TEST_KEYS: tuple[str, ...] = ("BSAtest00000000000000000001", "BSAtest00000000000000000002")
+SERPER_TEST_KEYS: tuple[str, ...] = ("0" * 36 + "5e01", "0" * 36 + "5e02")
+
 __all__ = [
+    "BRAVE_TEST_KEYS",
     "CREDITS_PER_DEPTH",
     "DEFAULT_PLAN",
     "DEFAULT_PLAN_LIMIT",
     "DEFAULT_START",
     "DEV_RPM",
+    "EXA_TEST_KEYS",
     "PROD_RPM",
     "RATE_WINDOW",
+    "SERPER_TEST_KEYS",
     "TAVILY_HOST",
     "TEST_KEYS",
     "USAGE_REQUESTS_PER_WINDOW",
@@ -85,7 +107,11 @@ __all__ = [
     "Account",
     "Cascade",
     "CascadeResult",
+    "FakeBrave",
     "FakeClock",
+    "FakeExa",
+    "FakeSearXNG",
+    "FakeSerper",
     "FakeTavily",
     "Fault",
     "RecordedRequest",
@@ -107,6 +133,13 @@ _CLOCK_NAMES = frozenset(
 )
 
 _CASCADE_NAMES = frozenset({"Cascade", "CascadeResult"})
+#: The other simulators, by the module each lives in.
+_SIMULATORS = {
+    "FakeExa": "._exa",
+    "FakeBrave": "._brave",
+    "FakeSerper": "._serper",
+    "FakeSearXNG": "._searxng",
+}
 
 
 def reset() -> None:
@@ -148,6 +181,8 @@ def __getattr__(name: str) -> Any:
         module = "._clock"
     elif name in _CASCADE_NAMES:
         module = "._cascade"
+    elif name in _SIMULATORS:
+        module = _SIMULATORS[name]
     else:
         module = "._fake"
     value = getattr(importlib.import_module(module, __name__), name)

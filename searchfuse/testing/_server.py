@@ -1,4 +1,5 @@
-"""Serve a [`FakeTavily`][searchfuse.testing.FakeTavily] over real HTTP on 127.0.0.1.
+"""Serve a simulated search API ([`FakeTavily`][searchfuse.testing.FakeTavily],
+[`FakeExa`][searchfuse.testing.FakeExa]...) over real HTTP on 127.0.0.1.
 
 For code that builds its own HTTP client (a subprocess, a CLI, a library that
 cannot take an httpx transport): point it at the loopback URL, e.g. through
@@ -20,10 +21,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from searchfuse.testing._fake import REASONS, _error_response
-
 if TYPE_CHECKING:
-    from searchfuse.testing._fake import FakeTavily
+    from searchfuse.testing._simulator import Simulator
 
 __all__ = ["LoopbackServer"]
 
@@ -39,7 +38,7 @@ class _Server(ThreadingHTTPServer):
     # parallel searches, and a dropped SYN costs the client a one-second retry.
     request_queue_size = 128
 
-    def __init__(self, fake: FakeTavily, port: int, timeout_hold: float) -> None:
+    def __init__(self, fake: Simulator, port: int, timeout_hold: float) -> None:
         self.fake = fake
         self.timeout_hold = timeout_hold
         self.stopping = threading.Event()
@@ -63,7 +62,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Turns one HTTP request into `FakeTavily` terms and writes the answer back."""
+    """Turns one HTTP request into the simulator's terms and writes the answer back."""
 
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -78,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Serve a POST (`/search`)."""
         self._dispatch()
 
-    # Other methods reach the model too, which answers 405 or 404 as Tavily would.
+    # Other methods reach the model too, which answers 405 or 404 as its API would.
     do_PUT = do_DELETE = do_PATCH = do_GET
 
     def log_message(self, format: str, *args: object) -> None:
@@ -99,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             answer = self.server.fake._answer(request)
         except Exception as exc:  # a bug in the model must not look like a hang
-            self._write(_error_response(500, f"simulator error: {type(exc).__name__}"))
+            self._write(self.server.fake._error(500, f"simulator error: {type(exc).__name__}"))
             return
         if isinstance(answer.error, httpx.TimeoutException):
             # Hold the connection without answering, as an overloaded upstream
@@ -126,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write(self, response: httpx.Response) -> None:
         status = response.status_code
-        reason = REASONS.get(status) or httpx.codes.get_reason_phrase(status)
+        reason = self.server.fake._reason(status)
         try:
             self.send_response(status, reason)
             for name, value in response.headers.multi_items():
@@ -141,10 +140,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LoopbackServer:
-    """A running loopback HTTP server for one [`FakeTavily`][searchfuse.testing.FakeTavily].
+    """A running loopback HTTP server for one simulated API.
 
-    Usually reached through [`FakeTavily.serve`][searchfuse.testing.FakeTavily.serve]; usable
-    directly as a context manager:
+    Usually reached through its `serve()`
+    ([`FakeTavily.serve`][searchfuse.testing.FakeTavily.serve]); usable directly as a
+    context manager:
 
     ```python
     with LoopbackServer(fake) as server:
@@ -152,14 +152,14 @@ class LoopbackServer:
     ```
     """
 
-    def __init__(self, fake: FakeTavily, *, port: int = 0, timeout_hold: float = 30.0) -> None:
+    def __init__(self, fake: Simulator, *, port: int = 0, timeout_hold: float = 30.0) -> None:
         """Bind 127.0.0.1:`port` (0 = any free port); `start` begins serving."""
         self._server = _Server(fake, port, timeout_hold)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             # Short polls make stop() prompt; the cost is a few idle wake-ups.
             kwargs={"poll_interval": 0.02},
-            name=f"searchfuse-fake-tavily-{self.port}",
+            name=f"searchfuse-fake-api-{self.port}",
             daemon=True,
         )
 

@@ -15,7 +15,15 @@ Registered through the `pytest11` entry point, so any project with
 - `tavily_cascade`: a [`Cascade`][searchfuse.testing.Cascade] on `fake_tavily`
   (one search per key per minute): build routers on it, fire a burst of
   parallel calls in one turn, read how many requests reached the API, how
-  many got 429 and how many keys ended in cooldown.
+  many got 429 and how many keys ended in cooldown;
+- `fake_exa`, `fake_brave`, `fake_serper`: the other providers' simulators
+  ([`FakeExa`][searchfuse.testing.FakeExa]...), each accepting its made-up
+  keys (`EXA_TEST_KEYS`, `BRAVE_TEST_KEYS`, `SERPER_TEST_KEYS`), on
+  `fake_clock`; `fake_searxng` a [`FakeSearXNG`][searchfuse.testing.FakeSearXNG]
+  instance;
+- `exa_server`, `brave_server`, `serper_server`, `searxng_server`: each served
+  on a loopback port; yields the base URL and sets the provider's variable
+  (`EXA_BASE_URL`, `BRAVE_BASE_URL`, `SERPER_BASE_URL`, `SEARXNG_URL`) to it.
 
 Each test using these fixtures gets router state of its own (see
 `fake_clock`). Between tests the plugin calls
@@ -36,12 +44,29 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from searchfuse.testing import Cascade, FakeClock, FakeTavily
+    from searchfuse.testing import (
+        Cascade,
+        FakeBrave,
+        FakeClock,
+        FakeExa,
+        FakeSearXNG,
+        FakeSerper,
+        FakeTavily,
+    )
+    from searchfuse.testing._simulator import Simulator
 
 __all__ = [
+    "brave_server",
+    "exa_server",
+    "fake_brave",
     "fake_clock",
+    "fake_exa",
+    "fake_searxng",
+    "fake_serper",
     "fake_tavily",
     "searchfuse_reset",
+    "searxng_server",
+    "serper_server",
     "tavily_cascade",
     "tavily_mock",
     "tavily_server",
@@ -183,3 +208,67 @@ def tavily_cascade(fake_tavily: FakeTavily, fake_clock: FakeClock) -> Cascade:
     from searchfuse.testing import Cascade
 
     return Cascade(fake_tavily, clock=fake_clock)
+
+
+def _served(fake: Simulator, variable: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with fake.serve() as url:
+        monkeypatch.setenv(variable, url)
+        yield url
+
+
+@pytest.fixture
+def fake_exa(fake_clock: FakeClock) -> FakeExa:
+    """A [`FakeExa`][searchfuse.testing.FakeExa] accepting `EXA_TEST_KEYS`, on `fake_clock`."""
+    from searchfuse.testing import EXA_TEST_KEYS, FakeExa
+
+    return FakeExa(keys=EXA_TEST_KEYS, clock=fake_clock)
+
+
+@pytest.fixture
+def exa_server(fake_exa: FakeExa, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`fake_exa` served on 127.0.0.1; yields the base URL, set as `EXA_BASE_URL`."""
+    yield from _served(fake_exa, "EXA_BASE_URL", monkeypatch)
+
+
+@pytest.fixture
+def fake_brave(fake_clock: FakeClock) -> FakeBrave:
+    """A [`FakeBrave`][searchfuse.testing.FakeBrave] accepting `BRAVE_TEST_KEYS` (the
+    free plan: 1 request a second, 2,000 a month), on `fake_clock`."""
+    from searchfuse.testing import BRAVE_TEST_KEYS, FakeBrave
+
+    return FakeBrave(keys=BRAVE_TEST_KEYS, clock=fake_clock)
+
+
+@pytest.fixture
+def brave_server(fake_brave: FakeBrave, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`fake_brave` served on 127.0.0.1; yields the base URL, set as `BRAVE_BASE_URL`."""
+    yield from _served(fake_brave, "BRAVE_BASE_URL", monkeypatch)
+
+
+@pytest.fixture
+def fake_serper(fake_clock: FakeClock) -> FakeSerper:
+    """A [`FakeSerper`][searchfuse.testing.FakeSerper] accepting `SERPER_TEST_KEYS`, on
+    `fake_clock`."""
+    from searchfuse.testing import SERPER_TEST_KEYS, FakeSerper
+
+    return FakeSerper(keys=SERPER_TEST_KEYS, clock=fake_clock)
+
+
+@pytest.fixture
+def serper_server(fake_serper: FakeSerper, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`fake_serper` served on 127.0.0.1; yields the base URL, set as `SERPER_BASE_URL`."""
+    yield from _served(fake_serper, "SERPER_BASE_URL", monkeypatch)
+
+
+@pytest.fixture
+def fake_searxng(fake_clock: FakeClock) -> FakeSearXNG:
+    """A [`FakeSearXNG`][searchfuse.testing.FakeSearXNG] instance, on `fake_clock`."""
+    from searchfuse.testing import FakeSearXNG
+
+    return FakeSearXNG(clock=fake_clock)
+
+
+@pytest.fixture
+def searxng_server(fake_searxng: FakeSearXNG, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`fake_searxng` served on 127.0.0.1; yields its URL, set as `SEARXNG_URL`."""
+    yield from _served(fake_searxng, "SEARXNG_URL", monkeypatch)

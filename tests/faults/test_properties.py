@@ -12,7 +12,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from searchfuse import ConfigError, Router, SearchFuseError
+from searchfuse import ConfigError, Router, SearchFuseError, guard
 from searchfuse._answers import (
     MAX_PARK,
     MAX_WAIT,
@@ -21,6 +21,7 @@ from searchfuse._answers import (
     clamp_wait,
     parse_retry_after,
 )
+from searchfuse._secrets import fingerprint, mask
 from searchfuse.cli import format_results
 from searchfuse.router.config import config_from_env, parse_config
 from searchfuse.testing import FakeClock
@@ -227,3 +228,148 @@ def test_any_state_file_content_gives_state_or_a_warning_never_a_crash(data: Any
         records = router.status()
         json.dumps([r.to_dict() for r in records], allow_nan=False)
         _no_leak(str(router.diagnose()))
+
+
+# -- the implicit burst window ------------------------------------------------------------
+
+
+@FAST
+@given(
+    gaps=st.lists(st.floats(min_value=0.0, max_value=5.0), min_size=1, max_size=40),
+    per_turn=st.integers(min_value=1, max_value=3),
+)
+def test_sequential_calls_outside_a_turn_get_searches_in_every_new_window(
+    gaps: list[float], per_turn: int
+) -> None:
+    """A tool called outside any turn scope, one call after another: a burst runs
+    `min_interval` from its first call, whatever the calls it refuses, and each burst
+    gets `per_turn` searches (the rule written out here, against the guard)."""
+    clock = FakeClock()
+    sent: list[str] = []
+    tool = guard(
+        lambda query: sent.append(query) or query,
+        clock=clock,
+        per_turn=per_turn,
+        min_interval=2.0,
+        cache=False,
+        on_refusal="return",
+    )
+    expected, start, spent = [], -math.inf, 0
+    for n, gap in enumerate(gaps):
+        clock.advance(gap)
+        now = clock()
+        if now - start >= 2.0:
+            start, spent = now, 0
+        if spent < per_turn:
+            spent += 1
+            expected.append(f"q{n}")
+        tool(f"q{n}")
+    assert sent == expected
+
+
+# -- the original skill's records by position ----------------------------------------------
+
+_skill_records = st.lists(
+    st.none()
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "cooldown_until": st.floats(allow_nan=True, allow_infinity=True) | scalars,
+            "cooldown_reason": scalars,
+            "disabled": scalars,
+            "last_error": scalars,
+            "masked": st.sampled_from(["tvly-dev-…0001", "tvly-dev-…0002", "x"]),
+            "key": st.sampled_from(KEYS),
+        },
+    )
+    | scalars,
+    max_size=4,
+)
+
+
+def _matches(records: list[Any], keys: list[str]) -> bool:
+    """The rule: as many records as keys, each one an object (or null) naming no other key."""
+
+    def names_its_own(record: dict[str, Any], key: str) -> bool:
+        masked = record.get("masked")
+        return record.get("key", key) == key and (masked is None or masked[-4:] == mask(key)[-4:])
+
+    return len(records) == len(keys) and all(
+        r is None or (isinstance(r, dict) and names_its_own(r, k))
+        for r, k in zip(records, keys, strict=False)
+    )
+
+
+@FAST
+@given(records=_skill_records, keys=st.integers(min_value=1, max_value=3))
+def test_any_skill_state_is_taken_over_or_set_aside_and_the_search_goes_on(
+    records: list[Any], keys: int
+) -> None:
+    configured = KEYS[:keys]
+    now = FakeClock()
+    with tempfile.TemporaryDirectory() as folder:
+        state = Path(folder) / "quota.json"
+        state.write_text(json.dumps({"month": "2026-01", "keys": records}, allow_nan=True))
+        router = Router(
+            configured,
+            state=state,
+            clock=now,
+            transport=httpx.MockTransport(lambda r: httpx.Response(500)),
+        )
+        statuses = router.status()
+        assert [s.fingerprint for s in statuses] == [fingerprint(k) for k in configured]
+        set_aside = list(Path(folder).glob("quota.json.corrupt.*"))
+        assert len(set_aside) == (0 if _matches(records, configured) else 1)
+        if set_aside:  # never matched by guesswork
+            assert all(s.cooldown_left == 0 for s in statuses)
+        text = json.dumps([s.to_dict() for s in statuses], allow_nan=False)
+        try:
+            router.search("q")  # fails (500), and writes the state in searchfuse's form
+        except SearchFuseError as exc:
+            text += str(exc)
+        text += state.read_text()
+    _no_own_key(text)
+
+
+# -- the state option, on the command line --------------------------------------------------
+
+_PASSWORD = "Pw0rdSecret9"
+
+
+_urls_with_a_password = st.builds(
+    lambda scheme, user, rest: f"{scheme}://{user}:{_PASSWORD}@{rest}",
+    st.from_regex(r"[A-Za-z][A-Za-z0-9+.-]{0,12}", fullmatch=True),
+    st.text(alphabet="abc_-", max_size=5),
+    st.text(alphabet="abc.:/09?=", max_size=15),
+)
+
+
+@settings(FAST, max_examples=30)  # each example runs the command: a store is made
+@given(_urls_with_a_password | st.text(alphabet="abc:/.+-_ 09?=", max_size=30))
+def test_any_state_option_is_served_or_a_usage_error_never_a_crash(value: str) -> None:
+    """`--state` anything: the command works, or exits 2 with one line (no traceback,
+    no password of a URL shown, whatever its scheme)."""
+    import contextlib
+    import io
+    import os
+
+    from searchfuse.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with tempfile.TemporaryDirectory() as folder:
+        cwd, keys = os.getcwd(), os.environ.get("TAVILY_API_KEYS")
+        os.chdir(folder)
+        os.environ["TAVILY_API_KEYS"] = KEYS[0]  # keys are fine: the state is what is tried
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(["--state", value, "status", "--json"]) if value.strip() else 2
+        finally:
+            os.chdir(cwd)
+            if keys is None:
+                del os.environ["TAVILY_API_KEYS"]
+            else:
+                os.environ["TAVILY_API_KEYS"] = keys
+    assert code in (0, 2), err.getvalue()
+    assert _PASSWORD not in out.getvalue() + err.getvalue()
+    if code == 2 and out.getvalue():
+        assert json.loads(out.getvalue())["error"] in ("usage", "config", "store")

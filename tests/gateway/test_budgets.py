@@ -66,3 +66,47 @@ def test_a_per_conversation_budget_counts_x_session_id(make_gateway: MakeGateway
     assert search("three", "s-2").status_code == 200
     assert gw.searches == 2
     assert [r.path for r in gw.fake.requests].count("/search") == 2
+
+
+def test_usage_shows_the_callers_budgets_after_searches_through_tavily_python(
+    make_gateway: MakeGateway,
+) -> None:
+    gw = make_gateway(
+        router_options={
+            "budgets": [
+                Budget(3, per="conversation"),
+                Budget(10, unit="credits", per="router", period="day"),
+                Budget(5, per="user"),
+            ]
+        }
+    )
+    alice = TavilyClient(api_key=ALICE, api_base_url=gw.url, session_id="s-1")
+    alice.search("python", search_depth="advanced")  # 2 credits
+    alice.search("rust")
+    TavilyClient(api_key=BOB, api_base_url=gw.url, session_id="s-9").search("zig")
+
+    def usage(token: str, **headers: str) -> dict:
+        answer = httpx.get(
+            f"{gw.url}/usage", headers={"Authorization": f"Bearer {token}", **headers}
+        )
+        assert answer.status_code == 200
+        return answer.json()  # type: ignore[no-any-return]
+
+    mine = usage(ALICE, **{"X-Session-Id": "s-1"})
+    assert mine["key"]["usage"] == 4  # Tavily's sections, the pool's totals
+    rows = mine["searchfuse"]["budgets"]
+    assert [(r["budget"], r["used"], r["left"]) for r in rows] == [
+        ("3 searches per conversation", 2, 1),
+        ("10 credits per router a day", 4, 6),
+        ("5 searches per user", 2, 3),
+    ]
+    assert rows[1]["resets_at"] == gw.router.budgets()[1].resets_at
+    # Bob sees the service's and his own, never Alice's conversation.
+    theirs = usage(BOB)
+    assert [(r["used"], r["left"]) for r in theirs["searchfuse"]["budgets"]] == [
+        (None, None),
+        (4, 6),
+        (1, 4),
+    ]
+    assert "s-1" not in str(theirs) and "alice" not in str(theirs)
+    assert gw.searches == 3  # /usage asked nothing upstream

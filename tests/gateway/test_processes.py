@@ -62,12 +62,14 @@ def environment(upstream_url: str, tmp_path: Path) -> dict[str, str]:
 class Process:
     """One `searchfuse gateway` process on a free loopback port."""
 
-    def __init__(self, upstream_url: str, tmp_path: Path, *options: str) -> None:
+    def __init__(
+        self, upstream_url: str, tmp_path: Path, *options: str, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "searchfuse", "gateway", "--port", str(self.port), *options],
-            env=environment(upstream_url, tmp_path),
+            env={**environment(upstream_url, tmp_path), **(env or {})},
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -103,8 +105,8 @@ def spawn(upstream: tuple[FakeTavily, str], tmp_path: Path) -> Iterator[Callable
     """`spawn(*options)` starts a gateway; every one still running is stopped at the end."""
     started: list[Process] = []
 
-    def start(*options: str) -> Process:
-        started.append(Process(upstream[1], tmp_path, *options))
+    def start(*options: str, env: dict[str, str] | None = None) -> Process:
+        started.append(Process(upstream[1], tmp_path, *options, env=env))
         return started[-1]
 
     yield start
@@ -116,12 +118,13 @@ def search(url: str, query: str, **headers: str) -> httpx.Response:
     return httpx.post(f"{url}/search", json={"query": query}, headers={**AUTH, **headers})
 
 
-def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
+def test_two_gateways_on_one_sqlite_file_share_counts_budgets_cache_and_hold(
     spawn: Callable[..., Process], fake: FakeTavily, tmp_path: Path
 ) -> None:
     state = str(tmp_path / "shared.db")
-    a = spawn("--state", state)
-    b = spawn("--state", state)
+    budgets = {"SEARCHFUSE_BUDGETS": "5 searches per conversation"}
+    a = spawn("--state", state, env=budgets)
+    b = spawn("--state", state, env=budgets)
     for n in range(6):
         answer = search((a if n % 2 else b).url, f"question {n}")
         assert answer.status_code == 200, answer.text
@@ -130,17 +133,33 @@ def test_two_gateways_on_one_sqlite_file_share_counts_cache_and_hold(
     for gateway in (a, b):
         usage = httpx.get(f"{gateway.url}/usage", headers=AUTH).json()
         assert usage["key"]["usage"] == 6
+    # One conversation's budget, raced for at both gateways: exactly five served.
+    answers: list[int] = []
+
+    def ask(n: int) -> None:
+        url = (a if n % 2 else b).url
+        answers.append(search(url, f"raced {n}", **{"X-Session-Id": "s-1"}).status_code)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(answers) == [200] * 5 + [432] * 7  # never six, whatever the race
+    assert len(fake.searches) == 11
+    rows = httpx.get(f"{b.url}/usage", headers={**AUTH, "X-Session-Id": "s-1"}).json()
+    assert [(r["used"], r["left"]) for r in rows["searchfuse"]["budgets"]] == [(5, 0)]
     # The shared cache: asked at one gateway, answered free at the other.
     assert search(a.url, "the same question").headers["X-Searchfuse-Served-By"] == "tavily"
     assert search(b.url, "The  same question").headers["X-Searchfuse-Served-By"] == "cache"
-    assert len(fake.searches) == 7
+    assert len(fake.searches) == 12
     # The hold: a 429 at one gateway stops the other without a request.
     fake.fail_next(429, retry_after=30, path="/search")
     assert search(a.url, "rate limited").status_code == 429
     held = search(b.url, "held elsewhere")
     assert held.status_code == 429
     assert 1 <= int(held.headers["Retry-After"]) <= 30
-    assert len(fake.searches) == 8
+    assert len(fake.searches) == 13
     assert [a.stop(), b.stop()] == [0, 0]
     for gateway in (a, b):
         assert "POST /search 200 served_by=tavily key=tvly-dev-…" in gateway.stderr

@@ -660,3 +660,38 @@ def test_the_middleware_lets_the_reply_s_search_run_beside_queries_never_sent(
     assert answers["r-2"].status == "success"
     assert (answers["r-3"].status, answers["r-3"].content) == ("error", ONE_PER_REPLY)
     assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_routed_web_search_is_served_over_the_chain_under_the_middleware(
+    fake_tavily: FakeTavily, fake_clock: FakeClock, mode: str
+) -> None:
+    """Tavily's keys are rejected: `web_search` is served by Exa, one per reply; the model
+    reads Tavily's shape, the artifact says who served and that Tavily was passed over."""
+    from searchfuse.integrations.langchain import RoutedWebSearch
+    from searchfuse.testing import EXA_TEST_KEYS, FakeExa
+
+    exa = FakeExa(keys=EXA_TEST_KEYS, clock=fake_clock)
+    fake_tavily.revoke(KEY)
+    fake_tavily.revoke(OTHER)
+    with fake_tavily.serve() as tavily_url, exa.serve() as exa_url:
+        chain = Router(
+            {"tavily": [KEY, OTHER], "exa": list(EXA_TEST_KEYS)},
+            base_url=tavily_url,
+            base_urls={"exa": exa_url},
+        )
+        tool = RoutedWebSearch(router=chain, max_results=3)
+        agent = agent_with(
+            [tool], SearchFuseMiddleware(), searches("zig 0.14", "pep 703", tool="web_search")
+        )
+        answers = tool_messages(ask(agent, mode))
+    served, refused = answers["r-0"], answers["r-1"]
+    result = json.loads(str(served.content))
+    assert len(result["results"]) == 3 and not {"searchfuse", "raw"} & set(result)
+    assert served.artifact["searchfuse"]["served_by"] == "exa"
+    assert served.artifact["searchfuse"]["degraded"]["from"] == "tavily"
+    assert refused.status == "error" and refused.content == TurnLimitReached(1).message
+    assert [r.query for r in exa.searches] == ["zig 0.14"]
+    assert tool.name == "web_search"
+    assert set(tool.args) == {"query", "topic", "time_range", "include_domains", "exclude_domains"}
+    assert tool.args["topic"]["anyOf"][0]["enum"] == ["general", "news"]

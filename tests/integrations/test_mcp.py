@@ -34,7 +34,7 @@ from searchfuse import (
     TurnLimitReached,
 )
 from searchfuse.integrations.mcp import build_server
-from searchfuse.testing import TEST_KEYS, FakeTavily
+from searchfuse.testing import EXA_TEST_KEYS, TEST_KEYS, FakeClock, FakeExa, FakeTavily
 
 K1, K2, K3, K4 = TEST_KEYS
 PARAMETERS = {
@@ -99,8 +99,9 @@ async def test_lists_tavily_search_and_serves_one_search(
 ) -> None:
     async with asyncio.timeout(LIMIT), stdio_session(tavily_server, tmp_path) as session:
         listed = await session.list_tools()
-        (tool,) = listed.tools
-        assert tool.name == "tavily_search"
+        tools = {t.name: t for t in listed.tools}
+        assert set(tools) == {"web_search", "tavily_search"}
+        tool = tools["tavily_search"]
         assert set(tool.inputSchema["properties"]) == PARAMETERS
         assert tool.inputSchema["required"] == ["query"]
 
@@ -215,7 +216,7 @@ async def test_streamable_http_lists_and_searches(
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        (tool,) = (await session.list_tools()).tools
+        tool = {t.name: t for t in (await session.list_tools()).tools}["tavily_search"]
         found = await session.call_tool("tavily_search", {"query": "mcp streamable http"})
         refused = await session.call_tool("tavily_search", {"query": "within two seconds"})
     assert tool.name == "tavily_search"
@@ -473,7 +474,8 @@ async def test_an_argument_out_of_range_is_told_like_an_empty_query_and_costs_no
         async with asyncio.timeout(LIMIT), create_connected_server_and_client_session(server) as s:
             bad = await s.call_tool("tavily_search", {"query": "python 3.13", **arguments})
             good = await s.call_tool("tavily_search", {"query": "python 3.13", "max_results": "3"})
-            schema = (await s.list_tools()).tools[0].inputSchema["properties"]
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            schema = tools["tavily_search"].inputSchema["properties"]
     assert bad.isError
     assert text(bad).startswith(f"the request was not sent: {named}")
     assert text(bad).endswith("retrying the same request will fail again.")
@@ -528,3 +530,33 @@ async def test_over_streamable_http_each_session_id_is_a_conversation(
     assert served(first) == served(second) == [True, True]
     assert over.isError and text(over) == OVER_BUDGET
     assert len(fake_tavily.searches) == 4
+
+
+async def test_web_search_is_served_over_the_chain_and_tavily_search_is_unchanged(
+    fake_clock: FakeClock, fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    """Tavily's keys are spent: `web_search` is served by Exa (the model reads Tavily's
+    shape, nothing of the router's accounting), and `tavily_search` keeps its schema."""
+    exa = FakeExa(keys=EXA_TEST_KEYS, clock=fake_clock)
+    for key in TEST_KEYS:
+        fake_tavily.set_limit(key, 0)
+    with exa.serve() as exa_url:
+        keys = {"tavily": list(TEST_KEYS), "exa": list(EXA_TEST_KEYS)}
+        router = Router(keys, base_url=tavily_server, base_urls={"exa": exa_url})
+        server = build_server(router, min_interval=0)
+        async with asyncio.timeout(LIMIT), create_connected_server_and_client_session(server) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            found = await s.call_tool("web_search", {"query": "zig comptime", "topic": "news"})
+            bad = await s.call_tool("web_search", {"query": "q", "topic": "finance"})
+    web = tools["web_search"].inputSchema["properties"]
+    assert set(web) == PARAMETERS - {"search_depth"}
+    assert web["topic"]["enum"] == ["general", "news"]
+    assert set(tools["tavily_search"].inputSchema["properties"]) == PARAMETERS
+    assert not found.isError
+    answer = json.loads(text(found))
+    assert len(answer["results"]) == 5 and "zig comptime" in answer["results"][0]["title"]
+    assert not {"searchfuse", "raw", "usage"} & set(answer)
+    (search,) = exa.searches
+    assert search.body is not None and search.body["category"] == "news"
+    assert bad.isError and text(bad).startswith("the request was not sent: topic is 'finance'")
+    assert len(exa.searches) == 1

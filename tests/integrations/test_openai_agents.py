@@ -25,8 +25,8 @@ from searchfuse import (
     TurnLimitReached,
     spend_scope,
 )
-from searchfuse.integrations.openai_agents import tavily_search_tool
-from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
+from searchfuse.integrations.openai_agents import tavily_search_tool, web_search_tool
+from searchfuse.testing import EXA_TEST_KEYS, TEST_KEYS, FakeClock, FakeExa, FakeTavily
 
 ONE_PER_REPLY = TurnLimitReached(1).message
 Reply = str | list[str]
@@ -40,9 +40,12 @@ class ScriptedModel(Model):
     reports as usage (the SDK's own models report 1).
     """
 
-    def __init__(self, script: list[Reply], *, requests: int = 1) -> None:
+    def __init__(
+        self, script: list[Reply], *, requests: int = 1, tool: str = "tavily_search"
+    ) -> None:
         self.script = list(script)
         self.requests = requests
+        self.tool = tool
         self.inputs: list[Any] = []
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -67,7 +70,7 @@ class ScriptedModel(Model):
                     type="function_call",
                     id=f"fc_{number}_{i}",
                     call_id=f"call_{number}_{i}",
-                    name="tavily_search",
+                    name=self.tool,
                     arguments=json.dumps({"query": query}),
                 )
                 for i, query in enumerate(reply)
@@ -232,3 +235,39 @@ async def test_a_conversation_budget_refuses_a_runs_third_search_and_not_another
                 _, outputs = await run(tool, ScriptedModel([[query], "Done."]))
         assert outputs == [[refused]]
         assert [r.query for r in fake_tavily.searches][4:] == ["bun 1.2", "deno 2"]
+
+
+async def test_web_search_is_served_over_the_chain_one_search_per_response(
+    fake_tavily: FakeTavily, fake_clock: FakeClock
+) -> None:
+    """Tavily's keys are rejected: the provider-neutral tool is served by Exa, under the
+    same per-response rule; the Tavily-shaped tool keeps its own parameters."""
+    exa = FakeExa(keys=EXA_TEST_KEYS, clock=fake_clock)
+    for key in TEST_KEYS:
+        fake_tavily.revoke(key)
+    with fake_tavily.serve() as tavily_url, exa.serve() as exa_url:
+        router = Router(
+            {"tavily": list(TEST_KEYS), "exa": list(EXA_TEST_KEYS)},
+            base_url=tavily_url,
+            base_urls={"exa": exa_url},
+            clock=fake_clock,
+        )
+        tool = web_search_tool(router)
+        model = ScriptedModel([["python 3.13", "rust 2024"], "Done."], tool="web_search")
+        final, (first,) = await run(tool, model)
+    assert final == "Done."
+    assert results_in(first[0]) == 5 and first[1:] == [ONE_PER_REPLY]
+    assert [r.query for r in exa.searches] == ["python 3.13"]
+    assert {r.status for r in fake_tavily.requests} == {401}  # every key refused; none served
+    assert set(json.loads(first[0])) >= {"query", "results"}
+    assert not {"searchfuse", "raw"} & set(json.loads(first[0]))
+    assert tool.name == "web_search"
+    assert set(tool.params_json_schema["properties"]) == {
+        "query",
+        "max_results",
+        "topic",
+        "time_range",
+        "include_domains",
+        "exclude_domains",
+    }
+    assert "search_depth" in tavily_search_tool(router).params_json_schema["properties"]

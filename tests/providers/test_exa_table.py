@@ -9,7 +9,7 @@ import pytest
 
 from searchfuse._answers import Outcome
 from searchfuse.errors import BadRequest, Unsupported
-from searchfuse.providers import PROVIDERS, Provider, lookup
+from searchfuse.providers import NAMES, Provider, lookup
 from searchfuse.providers.exa import EXA, Exa
 from searchfuse.testing import FakeClock, testing_mode
 
@@ -24,7 +24,7 @@ def answer(
 
 def test_the_registry_finds_every_provider_by_name() -> None:
     assert lookup("exa") is EXA
-    assert all(isinstance(p, Provider) for p in PROVIDERS.values())
+    assert all(isinstance(lookup(name), Provider) for name in NAMES)
     with pytest.raises(KeyError, match="unknown provider 'bing': use one of tavily, exa"):
         lookup("bing")
 

@@ -1,10 +1,8 @@
 """The chain's rules over real HTTP on loopback: what reached which provider, what the
 caller was told, and what was logged.
 
-The next provider here speaks Tavily's wire format under the name "exa", served by
-a second simulated Tavily: the rules are the chain's, not any provider's, and a
-provider that looks like the first one makes it plain that nothing in the router
-branches on a name.
+Tavily heads the chain and Exa follows, each answered by its own simulator
+(`FakeTavily`, `FakeExa`) on a loopback port.
 """
 
 from __future__ import annotations
@@ -21,36 +19,18 @@ from typing import Any
 
 import pytest
 
-from searchfuse import CooldownActive, RateLimited, Router, Throttled
+from searchfuse import CooldownActive, RateLimited, Router, Throttled, TurnLimitReached
 from searchfuse.errors import Unsupported
-from searchfuse.providers import _registry
-from searchfuse.providers.tavily import Tavily
-from searchfuse.testing import FakeClock, FakeTavily
+from searchfuse.testing import FakeClock, FakeExa, FakeTavily
 
 TAVILY_KEY = "tvly-dev-test0001"
 EXA_KEY = "0a1b2c3d-0000-4000-8000-00000000e5a1"
 
 
-class StandIn(Tavily):
-    """The next provider of these tests: Tavily's wire format, another name."""
-
-    name = "exa"
-    title = "Exa"
-    base_url_env = "EXA_BASE_URL"
-
-    def __repr__(self) -> str:
-        return "StandIn()"
-
-
-@pytest.fixture(autouse=True)
-def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_registry._loaded, "exa", StandIn())
-
-
 @pytest.fixture
-def servers(fake_clock: FakeClock) -> Iterator[tuple[FakeTavily, str, FakeTavily, str]]:
+def servers(fake_clock: FakeClock) -> Iterator[tuple[FakeTavily, str, FakeExa, str]]:
     first = FakeTavily(keys=[TAVILY_KEY], clock=fake_clock)
-    second = FakeTavily(keys=[EXA_KEY], clock=fake_clock)
+    second = FakeExa(keys=[EXA_KEY], clock=fake_clock)
     with first.serve() as first_url, second.serve() as second_url:
         yield first, first_url, second, second_url
 
@@ -206,13 +186,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from searchfuse import Router, SearchRefused
-    from searchfuse.providers import _registry
-    from searchfuse.providers.tavily import Tavily
 
-    class StandIn(Tavily):
-        name, title, base_url_env = "exa", "Exa", "EXA_BASE_URL"
-
-    _registry._loaded["exa"] = StandIn()
     first, second, state, on_429 = sys.argv[1:5]
     router = Router({{"tavily": [{tavily!r}], "exa": [{exa!r}]}}, base_url=first,
                     base_urls={{"exa": second}}, state=state, on_429=on_429)
@@ -230,7 +204,7 @@ def test_two_processes_sharing_sqlite_follow_the_rule_on_429(
 ) -> None:
     """One process meets the 429; another process, later, obeys the same rule."""
     first = FakeTavily(keys=[TAVILY_KEY], clock=time.time)
-    second = FakeTavily(keys=[EXA_KEY], clock=time.time)
+    second = FakeExa(keys=[EXA_KEY], clock=time.time)
     state = str(tmp_path / "state" / "searchfuse.db")
     with first.serve() as first_url, second.serve() as second_url:
         # 60 s is more than a call may wait: "retry" has nothing to spend, the limit is real.
@@ -286,49 +260,92 @@ def test_a_parameter_a_provider_cannot_honour_passes_it_over_for_that_call(
     assert raised.value.provider == "brave" or "brave" in str(raised.value).lower()
 
 
-def test_status_test_keys_and_diagnosis_speak_per_provider(fake_clock: FakeClock) -> None:
+def test_status_test_keys_and_diagnosis_speak_per_provider(
+    servers: Any, fake_clock: FakeClock
+) -> None:
     """Exa has no free probe: test_keys says so and sends nothing, unless told to spend."""
-    import httpx
+    tavily, _, exa, _ = servers
+    router = chain(servers, fake_clock)
+    assert [(s.provider, s.key) for s in router.status()] == [
+        ("tavily", "tvly-dev-…0001"),
+        ("exa", "…e5a1"),
+    ]
+    probed = {r.provider: r for r in router.test_keys()}
+    assert probed["tavily"].ok and [r.path for r in tavily.requests] == ["/usage"]
+    assert probed["exa"].note == "not probed: a probe costs a search"
+    assert exa.requests == []
+    spent = {r.provider: r for r in router.test_keys(spend=True)}
+    assert spent["exa"].ok and len(exa.searches) == 1
+    assert exa.searches[0].key_fingerprint == exa.fingerprint(EXA_KEY)
+    tavily.revoke(TAVILY_KEY)
+    fake_clock.advance(700)
+    diagnosis = router.diagnose(probe=True)
+    assert diagnosis.by_provider == {"tavily": "auth", "exa": "healthy"}
+    assert diagnosis.verdict == "healthy"
+    evidence = diagnosis.step("state").evidence
+    assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
+    text = str(diagnosis) + repr(diagnosis.to_dict())
+    assert TAVILY_KEY not in text and EXA_KEY not in text
 
-    from searchfuse.providers.exa import EXA
 
-    monkey = pytest.MonkeyPatch()
-    monkey.setitem(_registry._loaded, "exa", EXA)
-    tavily = FakeTavily(keys=[TAVILY_KEY], clock=fake_clock)
-    exa_seen: list[httpx.Request] = []
+def test_the_guards_web_search_tool_is_served_over_the_chain(
+    servers: Any, fake_clock: FakeClock
+) -> None:
+    """`web_tool`: provider-neutral parameters, the guard's rules, the whole chain."""
+    from searchfuse import turn
+    from searchfuse.guard import tavily_tool, web_tool
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        if request.url.host == "exa.test":
-            exa_seen.append(request)
-            return httpx.Response(200, json={"results": [], "costDollars": {"total": 0.005}})
-        return tavily.handle(request)
+    first, _, second, _ = servers
+    first.revoke(TAVILY_KEY)
+    router = chain(servers, fake_clock)
+    web_search = web_tool(router, on_refusal="return", clock=fake_clock)
+    with turn(id="reply-1"):
+        result = web_search("zig comptime", max_results=2, topic="news", time_range="week")
+        refused = web_search("another search in the same reply")
+    assert not isinstance(result, str)
+    assert result["searchfuse"]["served_by"] == "exa" and len(result["results"]) == 2
+    assert refused == TurnLimitReached(1).message
+    (sent,) = second.searches
+    assert sent.body is not None and sent.body["category"] == "news"
+    assert "startPublishedDate" in sent.body
+    assert web_search.__name__ == "web_search"
+    assert tavily_tool(router).__name__ == "tavily_search"
 
-    try:
-        router = Router(
-            {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]},
-            base_urls={"exa": "http://exa.test"},
-            transport=httpx.MockTransport(handle),
-            clock=fake_clock,
-        )
-        assert [(s.provider, s.key) for s in router.status()] == [
-            ("tavily", "tvly-dev-…0001"),
-            ("exa", "…e5a1"),
-        ]
-        probed = {r.provider: r for r in router.test_keys()}
-        assert probed["tavily"].ok and [r.path for r in tavily.requests] == ["/usage"]
-        assert probed["exa"].note == "not probed: a probe costs a search"
-        assert exa_seen == []
-        spent = {r.provider: r for r in router.test_keys(spend=True)}
-        assert spent["exa"].ok and len(exa_seen) == 1
-        assert exa_seen[0].headers["x-api-key"] == EXA_KEY
-        tavily.revoke(TAVILY_KEY)
-        fake_clock.advance(700)
-        diagnosis = router.diagnose(probe=True)
-        assert diagnosis.by_provider == {"tavily": "auth", "exa": "healthy"}
-        assert diagnosis.verdict == "healthy"
-        evidence = diagnosis.step("state").evidence
-        assert {ev["provider"] for ev in evidence} == {"tavily", "exa"}
-        text = str(diagnosis) + repr(diagnosis.to_dict())
-        assert TAVILY_KEY not in text and EXA_KEY not in text
-    finally:
-        monkey.undo()
+
+def test_a_move_down_is_named_once_per_fleet_sharing_a_store(
+    servers: Any, fake_clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two routers sharing SQLite (two processes of a fleet, each with its own memory of
+    the chain): the move down is one WARNING, the move back one INFO, for both."""
+    first = servers[0]
+    state = tmp_path / "state" / "searchfuse.db"
+    routers = [chain(servers, fake_clock, state=state) for _ in range(2)]
+    caplog.set_level(logging.INFO, "searchfuse")
+    first.fail_next(503, times=None, path="/search")
+    for i in range(20):
+        result = search(routers[i % 2], "sync", f"q{i}")
+        assert result["searchfuse"]["served_by"] == "exa"
+        assert result["searchfuse"]["degraded"]["from"] == "tavily"
+    first.clear_faults()
+    fake_clock.advance(3600)
+    for i in range(4):
+        assert search(routers[i % 2], "sync", f"back{i}")["searchfuse"]["served_by"] == "tavily"
+    moves = _moves(caplog)
+    assert [level for level, _ in moves] == [logging.WARNING, logging.INFO]
+    kinds = [e.kind for e in routers[1].events(200) if e.kind in ("passed_over", "serves_again")]
+    assert kinds == ["serves_again", "passed_over"]  # newest first, each once
+
+
+def test_a_new_reason_while_passed_over_is_not_a_new_move(
+    servers: Any, fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = servers[0]
+    router = chain(servers, fake_clock)
+    caplog.set_level(logging.INFO, "searchfuse")
+    first.fail_next(503, times=None, path="/search")
+    assert search(router, "sync", "a")["searchfuse"]["served_by"] == "exa"
+    first.clear_faults()
+    first.revoke(TAVILY_KEY)
+    fake_clock.advance(120)  # the breaker's pause is over; now the key is refused
+    assert search(router, "sync", "b")["searchfuse"]["degraded"]["reason"] == "auth"
+    assert [level for level, _ in _moves(caplog)] == [logging.WARNING]

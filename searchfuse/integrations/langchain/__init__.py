@@ -14,7 +14,8 @@
 - [`RoutedTavilySearch`][searchfuse.integrations.langchain.RoutedTavilySearch], a drop-in for
   `langchain_tavily.TavilySearch` (same name, arguments and result shape) whose searches go
   through a [`Router`][searchfuse.Router]: several keys, lazy usage sync, a hard stop on
-  a 429.
+  a 429; [`RoutedWebSearch`][searchfuse.integrations.langchain.RoutedWebSearch], the
+  provider-neutral `web_search`, served over the router's whole chain.
 
 Refusals always reach the model as a tool message with `status="error"`
 carrying `message`, never as an exception:
@@ -43,7 +44,9 @@ from searchfuse.integrations.langchain.middleware import (
 from searchfuse.integrations.langchain.tavily import (
     TAVILY_SEARCH_DESCRIPTION,
     RoutedTavilySearch,
+    RoutedWebSearch,
     TavilySearchInput,
+    WebSearchInput,
 )
 
 __all__ = [
@@ -51,8 +54,10 @@ __all__ = [
     "TAVILY_SEARCH_DESCRIPTION",
     "GuardedTool",
     "RoutedTavilySearch",
+    "RoutedWebSearch",
     "SearchFuseMiddleware",
     "TavilySearchInput",
     "ToolSelection",
+    "WebSearchInput",
     "guard_tool",
 ]

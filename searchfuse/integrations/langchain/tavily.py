@@ -1,4 +1,5 @@
-"""`RoutedTavilySearch`: a `TavilySearch` served by a [`Router`][searchfuse.Router]."""
+"""`RoutedTavilySearch`, a `TavilySearch` served by a [`Router`][searchfuse.Router], and
+`RoutedWebSearch`, its provider-neutral sibling `web_search`, served over the whole chain."""
 
 from __future__ import annotations
 
@@ -11,10 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from searchfuse._spend import conversation_scope
 from searchfuse.errors import SearchFailed, SearchRefused
 from searchfuse.guard.delegation import TAVILY_PARAMS
+from searchfuse.integrations._search_tools import WEB_SEARCH_DESCRIPTION, WEB_SEARCH_NAME
 from searchfuse.integrations.langchain._conversation import config_conversation
 from searchfuse.integrations.langchain._reports import REFUSALS
 
-__all__ = ["TAVILY_SEARCH_DESCRIPTION", "RoutedTavilySearch", "TavilySearchInput"]
+__all__ = [
+    "TAVILY_SEARCH_DESCRIPTION",
+    "RoutedTavilySearch",
+    "RoutedWebSearch",
+    "TavilySearchInput",
+    "WebSearchInput",
+]
 
 #: The description [`RoutedTavilySearch`][searchfuse.integrations.langchain.RoutedTavilySearch]
 #: shows the model.
@@ -65,8 +73,28 @@ class TavilySearchInput(BaseModel):
     )
 
 
-# What the router adds to Tavily's answer: metadata for people, not for the model.
-_FOR_PEOPLE = ("searchfuse", "usage")
+class WebSearchInput(BaseModel):
+    """The arguments of `web_search`: what every search provider can honour."""
+
+    query: str = Field(description="The search query.")
+    topic: Literal["general", "news"] | None = Field(
+        default="general", description="'general' for most queries, 'news' for current events."
+    )
+    time_range: Literal["day", "week", "month", "year"] | None = Field(
+        default=None,
+        description="Only content published in this recent period; only when asked for.",
+    )
+    include_domains: list[str] | None = Field(
+        default=None, description="Only return results from these domains (e.g. ['nasa.gov'])."
+    )
+    exclude_domains: list[str] | None = Field(
+        default=None, description="Never return results from these domains."
+    )
+
+
+# What the router adds to an answer (and a provider's own JSON beside Tavily's shape):
+# metadata for people, not for the model.
+_FOR_PEOPLE = ("searchfuse", "usage", "raw")
 
 
 def _router_from_env() -> Any:
@@ -75,7 +103,108 @@ def _router_from_env() -> Any:
     return Router.from_env()
 
 
-class RoutedTavilySearch(BaseTool):
+class _RoutedSearch(BaseTool):
+    """A search tool whose searches a [`Router`][searchfuse.Router] serves: the content is
+    the answer in Tavily's shape, searchfuse's metadata the artifact, a refusal an error
+    tool message."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    handle_tool_error: bool | str | Callable[[ToolException], str] | None = True
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
+    #: The router that serves the searches (anything with `search`/`asearch`).
+    router: Any = Field(default_factory=_router_from_env, exclude=True)
+    #: Results per search (5 unless set).
+    max_results: int | None = None
+
+    def _params(self, model_args: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _refuse(exc: SearchRefused | SearchFailed) -> ToolException:
+        # A guard around this tool sees the error itself, not just its text: a
+        # failed search is never cached, and one never sent spends no search.
+        box = REFUSALS.get()
+        if box is not None:
+            box.append(exc)
+        return ToolException(exc.message if isinstance(exc, SearchRefused) else str(exc))
+
+    @staticmethod
+    def _check(query: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The answer for the model, as TavilySearch gives it; the rest for the artifact.
+
+        The router asks Tavily for `usage` (credits, to keep its figures
+        right), adds a `searchfuse` entry, and keeps another provider's own
+        JSON under `raw`; TavilySearch's content has none of them, so they go
+        to the artifact.
+        """
+        content = {k: v for k, v in result.items() if k not in _FOR_PEOPLE}
+        if not content.get("results"):
+            raise ToolException(
+                f"No search results found for {query!r}. Try a broader or differently "
+                "worded query, or drop the domain and time filters."
+            )
+        return content, {k: result[k] for k in _FOR_PEOPLE if k in result}
+
+    # The schema names the model's arguments; they arrive as keyword arguments, and
+    # only the tool's own parameters pass on to the router.
+    def _run(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            with conversation_scope(config_conversation()):
+                result = self.router.search(query, **self._params(model_args))
+        except (SearchRefused, SearchFailed) as exc:
+            raise self._refuse(exc) from exc
+        return self._check(query, result)
+
+    async def _arun(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            with conversation_scope(config_conversation()):
+                result = await self.router.asearch(query, **self._params(model_args))
+        except (SearchRefused, SearchFailed) as exc:
+            raise self._refuse(exc) from exc
+        return self._check(query, result)
+
+
+class RoutedWebSearch(_RoutedSearch):
+    """`web_search` served over a [`Router`][searchfuse.Router]'s whole chain.
+
+    ```python
+    from searchfuse import Router
+    from searchfuse.integrations.langchain import RoutedWebSearch
+
+    search = RoutedWebSearch(router=Router.from_config("config/keys.json"), max_results=3)
+    ```
+
+    The provider-neutral sibling of
+    [`RoutedTavilySearch`][searchfuse.integrations.langchain.RoutedTavilySearch]: its
+    arguments ([`WebSearchInput`][searchfuse.integrations.langchain.WebSearchInput]) are
+    what every provider can honour, and whichever provider serves, the content is in
+    Tavily's shape. Instance settings override the model's arguments.
+    """
+
+    name: str = WEB_SEARCH_NAME
+    description: str = WEB_SEARCH_DESCRIPTION
+    args_schema: Annotated[ArgsSchema | None, SkipValidation()] = WebSearchInput
+
+    #: Overrides the model's `topic`.
+    topic: Literal["general", "news"] | None = None
+    #: Overrides the model's `time_range`.
+    time_range: Literal["day", "week", "month", "year"] | None = None
+    #: Overrides the model's `include_domains`.
+    include_domains: list[str] | None = None
+    #: Overrides the model's `exclude_domains`.
+    exclude_domains: list[str] | None = None
+
+    def _params(self, model_args: dict[str, Any]) -> dict[str, Any]:
+        names = ("topic", "time_range", "include_domains", "exclude_domains")
+        params = {k: model_args.get(k) for k in names}
+        params.update({k: getattr(self, k) for k in names if getattr(self, k) not in (None, [])})
+        params = {k: v for k, v in params.items() if v not in (None, [])}
+        params["max_results"] = self.max_results if self.max_results is not None else 5
+        return params
+
+
+class RoutedTavilySearch(_RoutedSearch):
     """`tavily_search` served by a [`Router`][searchfuse.Router]: a drop-in for `TavilySearch`.
 
     ```python
@@ -103,19 +232,9 @@ class RoutedTavilySearch(BaseTool):
     `guard_tool`) for the per-reply limit and the cache.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     name: str = "tavily_search"
     description: str = TAVILY_SEARCH_DESCRIPTION
     args_schema: Annotated[ArgsSchema | None, SkipValidation()] = TavilySearchInput
-    handle_tool_error: bool | str | Callable[[ToolException], str] | None = True
-    #: The content is Tavily's JSON, as TavilySearch's; searchfuse's metadata is the artifact.
-    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
-
-    #: The router that serves the searches (anything with `search`/`asearch`).
-    router: Any = Field(default_factory=_router_from_env, exclude=True)
-    #: Results per search (Tavily's default is 5).
-    max_results: int | None = None
     #: Overrides the model's `topic`.
     topic: Literal["general", "news", "finance"] | None = None
     #: Overrides the model's `search_depth`.
@@ -161,46 +280,3 @@ class RoutedTavilySearch(BaseTool):
         params = {k: v for k, v in params.items() if v not in (None, [])}
         params["max_results"] = self.max_results if self.max_results is not None else 5
         return params
-
-    @staticmethod
-    def _refuse(exc: SearchRefused | SearchFailed) -> ToolException:
-        # A guard around this tool sees the error itself, not just its text: a
-        # failed search is never cached, and one never sent spends no search.
-        box = REFUSALS.get()
-        if box is not None:
-            box.append(exc)
-        return ToolException(exc.message if isinstance(exc, SearchRefused) else str(exc))
-
-    @staticmethod
-    def _check(query: str, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Tavily's JSON for the model, as TavilySearch gives it; the rest for the artifact.
-
-        The router asks Tavily for `usage` (credits, to keep its figures
-        right) and adds a `searchfuse` entry; TavilySearch's content has
-        neither, so both go to the artifact.
-        """
-        content = {k: v for k, v in result.items() if k not in _FOR_PEOPLE}
-        if not content.get("results"):
-            raise ToolException(
-                f"No search results found for {query!r}. Try a broader or differently "
-                "worded query, or drop the domain and time filters."
-            )
-        return content, {k: result[k] for k in _FOR_PEOPLE if k in result}
-
-    # The schema (TavilySearchInput) names the model's arguments; they arrive as
-    # keyword arguments, and only Tavily's own fields pass on to the router.
-    def _run(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        try:
-            with conversation_scope(config_conversation()):
-                result = self.router.search(query, **self._params(model_args))
-        except (SearchRefused, SearchFailed) as exc:
-            raise self._refuse(exc) from exc
-        return self._check(query, result)
-
-    async def _arun(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        try:
-            with conversation_scope(config_conversation()):
-                result = await self.router.asearch(query, **self._params(model_args))
-        except (SearchRefused, SearchFailed) as exc:
-            raise self._refuse(exc) from exc
-        return self._check(query, result)

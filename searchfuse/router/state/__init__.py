@@ -22,6 +22,7 @@ FIFO, a device or a missing folder is a ConfigError; nothing is created).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
@@ -34,6 +35,7 @@ from searchfuse.router.state._month import month_of
 from searchfuse.router.state._paths import redis_url
 from searchfuse.router.state._records import AccountUsage, Availability, KeyState, KeyUsage, State
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import KeySlot
 
 if TYPE_CHECKING:
     from searchfuse.router.state._redis import RedisStore
@@ -77,8 +79,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
-    """The store a `state=` value names (see the module docstring)."""
+def open_store(
+    state: Store | str | os.PathLike[str] | None, *, key_order: Sequence[KeySlot] | None = None
+) -> Store:
+    """The store a `state=` value names (see the module docstring).
+
+    `key_order`: the configured keys in the keys file's order, which a file store
+    matches the original skill's records by position against."""
     if state is None:
         return MemoryStore()
     url = redis_url(state) if isinstance(state, str) else None
@@ -88,10 +95,10 @@ def open_store(state: Store | str | os.PathLike[str] | None) -> Store:
         return RedisStore(url)
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
-            return JsonFileStore(state)
+            return JsonFileStore(state, key_order=key_order)
         from searchfuse.router.state._sqlite import SqliteStore
 
-        return SqliteStore(state)
+        return SqliteStore(state, key_order=key_order)
     if not isinstance(state, Store):
         raise TypeError(
             f"state must be a path, a Redis URL, a Store or None, not {state!r} "

@@ -58,12 +58,17 @@ class Store(Protocol):
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
 
-    Three members have defaults, inherited by a store that subclasses `Store`:
+    Four members have defaults, inherited by a store that subclasses `Store`:
     `grant` (the pacing decision as one `update`; a store may make it more
     cheaply, as `SqliteStore` does), `blocking` (whether a transaction may
-    wait on another process, so async callers run it in a worker thread) and
-    `events` (none kept). A store that keeps the event log writes the events
-    of a transaction (`TxState.made_events`) in that transaction.
+    wait on another process, so async callers run it in a worker thread),
+    `events` (none kept) and `tallies` (none listed). A store that keeps the
+    event log writes the events of a transaction (`TxState.made_events`) in
+    that transaction.
+
+    `events` (none kept) and `pacing_log` (`None`: cannot tell). A store that
+    keeps the event log writes the events of a transaction
+    (`TxState.made_events`) in that transaction.
     """
 
     @property
@@ -118,6 +123,17 @@ class Store(Protocol):
         """The newest `limit` events of the log (429s, cooldowns, holds, moves down
         the chain, budget refusals), newest first; keys by fingerprint only."""
         return []
+
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        """The budget tallies whose names start with `prefix` and that have not
+        expired at `now`, read without a write transaction (none kept: `{}`)."""
+        return {}
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        """The times pacing log `name` keeps (`"search:<fp>"`), oldest first, read
+        without a transaction or a write lock; `None`: this store cannot tell.
+        `status` counts a key's requests in its current window from it."""
+        return None
 
     def grant(
         self,

@@ -5,6 +5,13 @@ A *tally* is how much of one budget's unit one spender used in one period:
 A tally whose `period` is not the current one counts as zero, so a period
 resets without anyone writing (a new UTC day or month).
 
+Tallies are bounded: each carries `expires`, after which it counts as zero
+and any store may drop it (Redis by its TTL, the others when a new tally is
+made). A period's tally expires a day after the period ends; a tally without
+a period (a conversation's) `Budget.forget_after` seconds after its spender
+was last charged *or refused*, so a conversation that keeps searching keeps
+its tally, however long it runs, and one that went quiet is forgotten.
+
 `over` and `charge` are pure: they read and write tallies only through
 `State.tally` / `State.set_tally`, inside the grant's change function, so
 every backend gets the budget check in the same transaction as the pacing
@@ -21,11 +28,21 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from searchfuse.router.state._records import State
 
-__all__ = ["Line", "Tally", "adjust", "charge", "over", "period_end", "period_of", "used"]
+__all__ = [
+    "Line",
+    "Tally",
+    "adjust",
+    "charge",
+    "live_tallies",
+    "over",
+    "period_end",
+    "period_of",
+    "used",
+]
 
 #: Spend that floating point loses adding prices (a thousand 0.008 USD searches).
 _SLACK = 1e-9
@@ -33,10 +50,16 @@ _SLACK = 1e-9
 
 @dataclass(frozen=True)
 class Tally:
-    """How much one spender used of one unit in `period` (`""`: no period)."""
+    """How much one spender used of one unit in `period` (`""`: no period),
+    kept until `expires` (epoch seconds on the router's clock; `None`: for ever)."""
 
     period: str
     used: float
+    expires: float | None = None
+
+    def live(self, period: str, now: float | None = None) -> bool:
+        """Whether this tally still counts for `period` at `now`."""
+        return self.period == period and (now is None or self.expires is None or now < self.expires)
 
 
 @dataclass(frozen=True)
@@ -46,7 +69,8 @@ class Line:
 
     `index` is the budget's place in the router's list; `used` is filled in by
     `over` (the use that refused) and `charge` (the use including this call);
-    `resets_at` is when the period ends (epoch seconds; `None` without one).
+    `resets_at` is when the period ends (epoch seconds; `None` without one);
+    `keep_until` is the `expires` its tally gets when charged or refused.
     """
 
     index: int
@@ -56,6 +80,7 @@ class Line:
     amount: float
     resets_at: float | None = None
     used: float = 0.0
+    keep_until: float | None = None
 
     def wait(self, now: float) -> float:
         """Seconds until the period resets (infinite without a period)."""
@@ -92,34 +117,74 @@ def period_end(label: str) -> float | None:
     return None
 
 
-def used(state: State, name: str, period: str) -> float:
-    """What tally `name` holds for `period` (0.0 for another period, or none)."""
+def live_tallies(tallies: Mapping[str, Tally], now: float, prefix: str = "") -> dict[str, Tally]:
+    """The tallies of `tallies` named `prefix...` and not expired at `now`."""
+    return {
+        name: t
+        for name, t in tallies.items()
+        if name.startswith(prefix) and (t.expires is None or t.expires > now)
+    }
+
+
+def used(state: State, name: str, period: str, now: float | None = None) -> float:
+    """What tally `name` holds for `period` at `now` (0.0 for another period, an
+    expired tally, or none)."""
     tally = state.tally(name)
-    if tally is None or tally.period != period:
+    if tally is None or not tally.live(period, now):
         return 0.0
     return tally.used
 
 
-def over(state: State, lines: Sequence[Line]) -> Line | None:
-    """The first line this call would take over its limit, with what is used; else `None`."""
+def _kept(line: Line, tally: Tally | None) -> float | None:
+    """The expiry a tally gets when `line` is charged or refused: never earlier than
+    it had (two budgets sharing a tally keep the later one)."""
+    if line.keep_until is None or tally is None or tally.expires is None:
+        return line.keep_until
+    return max(line.keep_until, tally.expires)
+
+
+def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line | None:
+    """The first line this call would take over its limit, with what is used; else `None`.
+
+    A refused spender is still active: the expiry of each of its tallies moves on
+    as a charge's would, so a conversation that keeps asking is never forgotten
+    into a new budget (whichever budget refused it).
+    """
     for line in lines:
-        spent = used(state, line.name, line.period)
+        spent = used(state, line.name, line.period, now)
         if spent + line.amount > line.limit + _SLACK:
+            _touch(state, lines, now)
             return replace(line, used=spent)
     return None
 
 
-def charge(state: State, lines: Sequence[Line]) -> tuple[Line, ...]:
+def _touch(state: State, lines: Sequence[Line], now: float | None) -> None:
+    """Move on the expiry of every live tally of `lines` (a refused call's)."""
+    for line in lines:
+        tally = state.tally(line.name)
+        if tally is not None and tally.live(line.period, now):
+            kept = _kept(line, tally)
+            if kept != tally.expires:
+                state.set_tally(line.name, replace(tally, expires=kept))
+
+
+def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tuple[Line, ...]:
     """Count this call on every line (after `over` said it fits); each line comes
     back with the use including it. Two budgets of one spender, unit and period
-    (a limit of 10 and one of 5) share a tally, counted once."""
+    (a limit of 10 and one of 5) share a tally, counted once. Making a new tally
+    first drops the expired ones (`State.forget_tallies`), so tallies stay bounded
+    by the spenders active within their expiry."""
     out, done = [], set()
     for line in lines:
-        spent = used(state, line.name, line.period)
+        tally = state.tally(line.name)
+        spent = used(state, line.name, line.period, now)
         if line.name not in done:
             done.add(line.name)
+            if tally is None and now is not None:
+                state.forget_tallies(now)
             spent += line.amount
-            state.set_tally(line.name, Tally(line.period, spent))
+            live = tally if tally is not None and tally.live(line.period, now) else None
+            state.set_tally(line.name, Tally(line.period, spent, _kept(line, live)))
         out.append(replace(line, used=spent))
     return tuple(out)
 
@@ -138,4 +203,4 @@ def adjust(state: State, lines: Sequence[Line], deltas: Sequence[float]) -> None
         tally = state.tally(line.name)
         if tally is None or tally.period != line.period:
             continue
-        state.set_tally(line.name, Tally(line.period, max(0.0, tally.used + delta)))
+        state.set_tally(line.name, replace(tally, used=max(0.0, tally.used + delta)))

@@ -52,7 +52,8 @@ def state_to_json(state: State) -> dict[str, Any]:
             for n, r in sorted(state.rings.items())
         },
         "tallies": {
-            n: {"period": t.period, "used": t.used} for n, t in sorted(state.tallies.items())
+            n: {"period": t.period, "used": t.used, "expires": t.expires}
+            for n, t in sorted(state.tallies.items())
         },
     }
     if state.events:
@@ -139,22 +140,27 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
     )
 
 
-def tally_from_fields(period: Any, used: Any, where: str, warn: Callable[[str], None]) -> Tally:
-    """A stored budget tally; a bad one is reset to nothing used, with a warning."""
+def tally_from_fields(
+    period: Any, used: Any, where: str, warn: Callable[[str], None], expires: Any = None
+) -> Tally:
+    """A stored budget tally; a bad one is reset to nothing used, with a warning.
+    A bad expiry reads as none (the tally's next charge or refusal sets it again)."""
     number = optional_number(used, f"{where} used", warn)
+    until = optional_number(expires, f"{where} expires", warn)
+    if until is not None and not math.isfinite(until):
+        until = None
     if not isinstance(period, str) or number is None or number < 0 or not math.isfinite(number):
         warn(f"{where}: malformed; reset")
-        return Tally(period if isinstance(period, str) else "", 0.0)
-    return Tally(period, number)
+        return Tally(period if isinstance(period, str) else "", 0.0, until)
+    return Tally(period, number, until)
 
 
 def _tallies_from_json(raw: Any, warn: Callable[[str], None]) -> dict[str, Tally]:
     out: dict[str, Tally] = {}
     for name, item in raw.items() if isinstance(raw, dict) else ():
         fields_ = item if isinstance(item, dict) else {}
-        out[str(name)] = tally_from_fields(
-            fields_.get("period"), fields_.get("used"), f"budget {name}", warn
-        )
+        period, used, expires = (fields_.get(f) for f in ("period", "used", "expires"))
+        out[str(name)] = tally_from_fields(period, used, f"budget {name}", warn, expires)
     return out
 
 

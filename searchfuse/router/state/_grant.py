@@ -82,7 +82,7 @@ def acquire(
     if spend:
         # First: a spent budget is the answer whatever the keys say (waiting
         # for a cooldown would not help the caller).
-        refused = budgets.over(state, spend)
+        refused = budgets.over(state, spend, now)
         if refused is not None:
             wait = refused.wait(now)
             detail = f"budget {refused.name}: {refused.used:g} of {refused.limit:g} used"
@@ -102,7 +102,7 @@ def acquire(
         wait = state.take(search_log(fp), rpm, window, now)
         if wait > 0:
             return Grant("paced", wait)
-    spent = budgets.charge(state, spend) if spend else ()
+    spent = budgets.charge(state, spend, now) if spend else ()
     if charge is not None:
         clean = state.charge(charge.fp, charge.account_id, charge.account, charge.credits, now)
         if spent:

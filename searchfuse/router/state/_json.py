@@ -23,13 +23,14 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from searchfuse._files import PRIVATE, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
+from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, state_from_json, state_to_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
@@ -37,6 +38,7 @@ from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 from searchfuse.router.state._records import State, copied
 from searchfuse.router.state._repair import damage_of_json, json_or_none, move_aside
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import SKILL_FORMAT, KeySlot, by_position, is_positional
 
 __all__ = ["JsonFileStore"]
 
@@ -435,9 +437,17 @@ class JsonFileStore(Store):
     never moved or rewritten.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lock_timeout: float = LOCK_TIMEOUT,
+        key_order: Sequence[KeySlot] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        #: The configured keys in order: what the original skill's records by position are.
+        self._key_order = None if key_order is None else tuple(key_order)
         check_path(self.path)
         self._lock: Any = _process_lock(Path(str(self.path) + ".lock"), lock_timeout)
         #: Writes in place, readers take the shared lock (False: temp file and rename).
@@ -456,6 +466,7 @@ class JsonFileStore(Store):
         self._read_ident: tuple[int, int] | None = None
         self._told_torn = False
         self._told_damaged = False
+        self._told_skill = False
         #: Per section, per name: the record last saved and its line in the file.
         self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
         #: The event log last saved and its JSON text.
@@ -525,6 +536,15 @@ class JsonFileStore(Store):
         parsed, data = json_or_none(raw)
         if parsed and looks_like_state(data):
             return data  # type: ignore[no-any-return]
+        if parsed and is_positional(data):
+            mapped, how = by_position(data, self._key_order)
+            if mapped is None:
+                return self._repair(raw, how, again, damaged=False)
+            if looks_like_state(mapped):
+                if not self._told_skill:
+                    self._told_skill = True
+                    log.info("%s: %s; taken over (%s)", self.path.name, SKILL_FORMAT, how)
+                return mapped  # type: ignore[no-any-return]
         why = damage_of_json(raw, data, parsed)
         if why is None:
             raise not_state(
@@ -533,7 +553,7 @@ class JsonFileStore(Store):
             )
         return self._repair(raw, why, again)
 
-    def _repair(self, raw: bytes, why: str, again: bool) -> dict[str, Any]:
+    def _repair(self, raw: bytes, why: str, again: bool, damaged: bool = True) -> dict[str, Any]:
         """Set aside a damaged file of ours (under the exclusive lock, if it still
         holds `raw`) and go on from empty state."""
         empty: dict[str, Any] = {"month": ""}
@@ -543,7 +563,7 @@ class JsonFileStore(Store):
                 if now is not None and now != raw and again:
                     return self._decode(now, again=False)  # replaced meanwhile
                 if now is not None:
-                    move_aside(self.path, why)
+                    move_aside(self.path, why, damaged=damaged)
         except (OSError, StoreUnavailable) as exc:
             # A folder this user cannot write (a read-only status): the file
             # stays, and this process reads it as empty state.
@@ -769,10 +789,19 @@ class JsonFileStore(Store):
             )
             self._save(fresh, self._cache_raw)
 
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        found = self._current()  # tallies carry their own period: no month to roll
+        return {} if found is None else live_tallies(found[1].tallies, now, prefix)
+
     def events(self, limit: int = 50) -> list[Event]:
         found = self._current()
         stored = found[1].events[-limit:] if found is not None and limit > 0 else []
         return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        found = self._current()
+        ring = found[1].rings.get(name) if found is not None else None
+        return [] if ring is None else ring.ordered()
 
     # -- the shared cache, in the same file ------------------------------------------------
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState, logged
+from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._month import month_of, rolled, rollover
 from searchfuse.router.state._records import State, copied
@@ -104,10 +105,19 @@ class MemoryStore(Store):
             self._revs.clear()
             self._epoch += 1
 
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        with self._lock:
+            return live_tallies(self._state.tallies, now, prefix)
+
     def events(self, limit: int = 50) -> list[Event]:
         with self._lock:
             stored = self._state.events[-limit:] if limit > 0 else []
         return newest((e for raw in stored if (e := event_from_fields(raw))), limit)
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        with self._lock:
+            ring = self._state.rings.get(name)
+            return [] if ring is None else ring.ordered()
 
     # -- the shared cache (shared by this process's guards only) ---------------------------
 

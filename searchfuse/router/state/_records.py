@@ -278,6 +278,13 @@ class State:
         """Replace budget tally `name` (a store may write it at once)."""
         self.tallies[name] = tally
 
+    def forget_tallies(self, now: float) -> None:
+        """Drop the budget tallies expired at `now` (they count as nothing already).
+        A store that expires them itself (Redis's TTL) does nothing here."""
+        gone = [n for n, t in self.tallies.items() if t.expires is not None and t.expires <= now]
+        for name in gone:
+            del self.tallies[name]
+
     # -- changes ---------------------------------------------------------------------
 
     def note(self, event: Event) -> None:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState
-from searchfuse.router.state._budgets import Tally, period_end
+from searchfuse.router.state._budgets import Tally, live_tallies, period_end
 from searchfuse.router.state._codec import tally_from_fields
 from searchfuse.router.state._events import MAX_EVENTS, Event, event_from_fields, event_to_fields
 from searchfuse.router.state._month import month_of, rolled_key, rollover
@@ -126,6 +126,11 @@ _MONTH = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
 _COUNT = re.compile(r"[0-9]{1,18}")
 
 
+def _glob(text: str) -> str:
+    """`text` as a Redis glob pattern matching only itself."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
 def _stored_month(value: Any) -> str:
     """The month stamped on the state, or `""` (a new month starts) when it is no month."""
     if isinstance(value, str) and _MONTH.fullmatch(value):
@@ -178,24 +183,32 @@ class _Tx(TxState):
     def load_tally(self, name: str) -> Tally | None:
         key = self._store.tally_key(name)
         self._pipe.watch(key)
-        raw = self._pipe.hmget(key, "period", "used")
+        raw = self._pipe.hmget(key, "period", "used", "expires")
         if raw[0] is None and raw[1] is None:
             return None
-        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn)
+        return tally_from_fields(raw[0], raw[1], f"budget {name}", _warn, raw[2])
 
     def set_tally(self, name: str, tally: Tally) -> None:
         super().set_tally(name, tally)
         key = self._store.tally_key(name)
-        end = period_end(tally.period)
+        expires = tally.expires
+        if expires is None and (end := period_end(tally.period)) is not None:
+            expires = end + 86400  # a day after its period ends nobody reads it again
+        fields = {"period": tally.period, "used": repr(tally.used)}
 
         def write(p: Any) -> None:
-            p.hset(key, mapping={"period": tally.period, "used": repr(tally.used)})
-            if end is not None:
-                # A day after its period ends nobody reads it again; counted on the
-                # router's clock, as every expiry here.
-                p.pexpire(key, max(1000, math.ceil((end + 86400 - self.now) * 1000)))
+            p.hset(key, mapping={**fields, "expires": repr(expires) if expires else ""})
+            if expires is not None:
+                # Redis drops it when it expires, counted on the router's clock as
+                # every expiry here (`State.forget_tallies` has nothing to do).
+                p.pexpire(key, max(1000, math.ceil((expires - self.now) * 1000)))
+            else:
+                p.persist(key)
 
         self.pending.append(write)
+
+    def forget_tallies(self, now: float) -> None:
+        return None  # each tally's TTL does it
 
     def _ring(self, name: str) -> tuple[str, int | None, int]:
         key = self._store.ring_key(name)
@@ -587,6 +600,24 @@ class RedisStore(Store):
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
 
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        start = self.tally_key("")
+        names = [
+            k.decode() if isinstance(k, bytes) else str(k)
+            for k in self._call(lambda: list(self.client.scan_iter(match=f"{_glob(start)}*")))
+        ]
+        names = [n for n in names if n[len(start) :].startswith(prefix)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for n in names:
+                pipe.hmget(n, "period", "used", "expires")
+            rows = self._call(pipe.execute) if names else []
+        found = {
+            n[len(start) :]: tally_from_fields(r[0], r[1], f"budget {n}", _warn, r[2])
+            for n, r in zip(names, rows, strict=True)
+            if r[0] is not None or r[1] is not None
+        }
+        return live_tallies(found, now, prefix)
+
     def events(self, limit: int = 50) -> list[Event]:
         if limit <= 0:
             return []
@@ -600,6 +631,17 @@ class RedisStore(Store):
             if event is not None:
                 found.append(event)
         return found
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        fields = self._call(self.client.hgetall, self.ring_key(name))
+        times = []
+        for field, value in fields.items():
+            if field[:1] == "s" and field[1:].isdigit():
+                try:
+                    times.append(float(value))
+                except ValueError:
+                    continue
+        return sorted(t for t in times if math.isfinite(t))
 
     def clear(self, now: float) -> None:
         self._call(self._roll, month_of(now), now, everything=True)

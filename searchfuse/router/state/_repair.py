@@ -63,15 +63,19 @@ def damage_of_json(raw: bytes, data: Any = None, parsed: bool = False) -> str | 
     return "its " + " and ".join(bad) if bad else None
 
 
-def move_aside(path: Path, why: str) -> Path | None:
-    """Set the damaged state file `path` aside (see `set_aside`), with one warning."""
+def move_aside(path: Path, why: str, *, damaged: bool = True) -> Path | None:
+    """Set the damaged state file `path` aside (see `set_aside`), with one warning.
+
+    `damaged=False`: it is whole, but cannot be used (the original skill's
+    records by position that do not match the configured keys)."""
     moved = set_aside(path, time.time())
     if moved is not None:
         log.warning(
-            "%s is searchfuse state but damaged (%s): moved aside to %s (mode 0600) and "
-            "started again; state is a cache, so searching goes on (cooldowns it held are "
-            "relearned from Tavily's answers)",
+            "%s is %s (%s): moved aside to %s (mode 0600) and started again; state is a "
+            "cache, so searching goes on (cooldowns it held are relearned from Tavily's "
+            "answers)",
             path.name,
+            "searchfuse state but damaged" if damaged else "state searchfuse cannot use",
             why,
             moved.name,
         )

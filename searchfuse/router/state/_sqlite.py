@@ -20,7 +20,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +44,7 @@ from searchfuse.router.state._records import (
 )
 from searchfuse.router.state._repair import move_aside, own_sqlite_file
 from searchfuse.router.state._ring import Ring
+from searchfuse.router.state._skill import SKILL_FORMAT, KeySlot, by_position, is_positional
 from searchfuse.router.state._trust import future_slot, newest_ring
 from searchfuse.router.state._values import (
     ACCOUNT_FIELDS,
@@ -72,7 +73,12 @@ def _columns(spec: dict[str, str]) -> str:
 
 
 #: Budget tallies (`state/_budgets.py`); made in databases older than them on open.
-_TALLIES = "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL)"
+_TALLIES = (
+    "CREATE TABLE IF NOT EXISTS tallies (name TEXT PRIMARY KEY, period TEXT, used REAL, "
+    "expires REAL)"
+)
+#: Expired tallies are dropped by expiry (`State.forget_tallies`).
+_TALLIES_EXPIRES = "CREATE INDEX IF NOT EXISTS tallies_expires ON tallies (expires)"
 #: The event log (`state/_events.py`), the newest `MAX_EVENTS` rows; made in older
 #: databases on open.
 _EVENTS = (
@@ -106,6 +112,7 @@ CREATE TABLE IF NOT EXISTS ring_slots (name TEXT, slot INTEGER, t REAL,
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires);
 {_TALLIES};
+{_TALLIES_EXPIRES};
 {_EVENTS}
 """
 _SELECT_KEY = f"SELECT {', '.join(_KEY_COLS)} FROM keys WHERE fp = ?"
@@ -224,21 +231,25 @@ class _Tx(TxState):
 
     def load_tally(self, name: str) -> Tally | None:
         row = self._conn.execute(
-            "SELECT period, used FROM tallies WHERE name = ?", (name,)
+            "SELECT period, used, expires FROM tallies WHERE name = ?", (name,)
         ).fetchone()
         return (
             None
             if row is None
-            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn)
+            else tally_from_fields(row[0], row[1], f"budget {name}", _default_warn, row[2])
         )
 
     def set_tally(self, name: str, tally: Tally) -> None:
         super().set_tally(name, tally)
         # Written inside this transaction (rolled back with it).
         self._conn.execute(
-            "INSERT OR REPLACE INTO tallies (name, period, used) VALUES (?, ?, ?)",
-            (name, tally.period, tally.used),
+            "INSERT OR REPLACE INTO tallies (name, period, used, expires) VALUES (?, ?, ?, ?)",
+            (name, tally.period, tally.used, tally.expires),
         )
+
+    def forget_tallies(self, now: float) -> None:
+        super().forget_tallies(now)
+        self._conn.execute("DELETE FROM tallies WHERE expires <= ?", (now,))
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         return _take(self._conn, name, limit, window, now)
@@ -491,9 +502,17 @@ class SqliteStore(Store):
     never writes to it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        key_order: Sequence[KeySlot] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.busy_timeout = float(busy_timeout)
+        #: The configured keys in order: what the original skill's records by position are.
+        self._key_order = None if key_order is None else tuple(key_order)
         self._local = threading.local()
         self._records: dict[tuple[str, str], tuple[tuple[Any, ...], Any]] = {}
         self._all: list[sqlite3.Connection] = []
@@ -695,6 +714,11 @@ class SqliteStore(Store):
                     )
                 if "tallies" not in tables:
                     conn.execute(_TALLIES)
+                elif "expires" not in {r[1] for r in conn.execute("PRAGMA table_info(tallies)")}:
+                    # A database from before tallies expired: its rows get an expiry
+                    # when next charged or refused.
+                    conn.execute("ALTER TABLE tallies ADD COLUMN expires REAL")
+                conn.execute(_TALLIES_EXPIRES)
                 if "events" not in tables:
                     conn.execute(_EVENTS)
                 return
@@ -726,6 +750,19 @@ class SqliteStore(Store):
         except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
             log.warning("not importing %s into %s: %s", source.name, self.path.name, exc)
             return
+        how = ""
+        if is_positional(data):
+            data, how = by_position(data, self._key_order)
+            if data is None:
+                log.warning(
+                    "not importing %s into %s: %s (%s is left as it is; cooldowns are "
+                    "relearned from Tavily's answers)",
+                    source.name,
+                    self.path.name,
+                    how,
+                    source.name,
+                )
+                return
         if not looks_like_state(data):
             log.warning("not importing %s: it is not searchfuse state", source.name)
             return
@@ -740,9 +777,10 @@ class SqliteStore(Store):
             (state.month, state.hold_until, state.hold_key, source.name),
         )
         log.info(
-            "imported %s (%d keys) into %s; the JSON file is no longer written",
+            "imported %s (%d keys%s) into %s; the JSON file is no longer written",
             source.name,
             len(state.keys),
+            f": {SKILL_FORMAT}, {how}" if how else "",
             self.path.name,
         )
 
@@ -1103,6 +1141,24 @@ class SqliteStore(Store):
     def read(self, now: float) -> State:
         return self.changes(now, None).as_state()
 
+    def tallies(self, now: float, prefix: str = "") -> dict[str, Tally]:
+        try:
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT name, period, used, expires FROM tallies "
+                    "WHERE substr(name, 1, ?) = ? AND (expires IS NULL OR expires > ?)",
+                    (len(prefix), prefix, now),
+                )
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return {
+            str(r[0]): tally_from_fields(r[1], r[2], f"budget {r[0]}", _default_warn, r[3])
+            for r in rows
+        }
+
     def events(self, limit: int = 50) -> list[Event]:
         if limit <= 0:
             return []
@@ -1114,6 +1170,14 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise self._error(exc) from None
         return [e for e in found if e is not None]
+
+    def pacing_log(self, name: str) -> list[float] | None:
+        try:
+            rows = self._conn().execute("SELECT t FROM ring_slots WHERE name = ?", (name,))
+            times = [t for (t,) in rows]
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        return sorted(t for t in times if isinstance(t, int | float) and not isinstance(t, bool))
 
     def changes(self, now: float, since: Any) -> Changes:
         conn = self._conn()
