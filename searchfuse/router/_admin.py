@@ -47,8 +47,10 @@ def status(core: Core) -> list[KeyStatus]:
     out = []
     memo: dict[str, str] = {}
     for c in candidates(ledger.keys, state):
-        record = key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets, memo)
-        record = dataclasses.replace(record, **_window(core, c.entry.fingerprint, now))
+        window = _window(core, c.entry.fingerprint, now)
+        record = key_status(
+            c, now, remaining(c), blocked_reason(c, now), core.secrets, memo, **window
+        )
         if left > 0 and record.state == "available":
             record = dataclasses.replace(
                 record, state="held", blocked_reason=held, cooldown_left=left

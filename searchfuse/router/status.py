@@ -106,12 +106,14 @@ def key_status(
     blocked: str | None,
     secrets: Iterable[str] = (),
     memo: dict[str, str] | None = None,
+    **more: Any,
 ) -> KeyStatus:
     """Build a [`KeyStatus`][searchfuse.router.KeyStatus] from a selection candidate.
 
     Its texts are redacted with `secrets` (the configured keys) and the
     generic key patterns: a key pasted into `notes` never shows raw. `memo`,
     shared by the records of one report, redacts each distinct text once.
+    `more`: other fields of the record (its pacing window), set as it is made.
     """
     known = known_keys(secrets)
 
@@ -142,4 +144,5 @@ def key_status(
         last_sync_age=None if ks.last_sync_at is None else max(0.0, now - ks.last_sync_at),
         searches=ks.searches,
         provider=c.entry.provider,
+        **more,
     )
