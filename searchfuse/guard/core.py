@@ -701,7 +701,12 @@ class Guard:
             opened = self._open(key, again)
             answered = failed = False
             try:
-                result = self._call(None, None, backend)
+                if self.inject is None:
+                    result = backend()  # `_call` without its frame: this is every call's path
+                    if type(result) not in _PLAIN_RESULTS:
+                        result = self._checked(result)
+                else:
+                    result = self._call(None, None, backend)
                 answered = True
             except Exception as exc:
                 answered = failed = not nothing_sent(exc)
@@ -821,11 +826,15 @@ class Guard:
         result = router.call(backend) if self.inject is not None and router else backend()
         if type(result) in _PLAIN_RESULTS:
             return result  # JSON-shaped: no awaitable, no generator (and no ABC check)
+        return self._checked(result)
+
+    def _checked(self, result: Any) -> Any:
+        """A sync backend's result that is not JSON-shaped: never an awaitable; a
+        generator consumed here, inside the guard (a 429 raised while producing
+        results trips the fuse, and the cache never holds a spent generator)."""
         if inspect.isawaitable(result):
             _refuse_awaitable(result, self.name)
         if isinstance(result, GeneratorType):
-            # Consumed here, inside the guard: a 429 raised while producing
-            # results trips the fuse, and the cache never holds a spent generator.
             result = list(result)
         return result
 

@@ -21,7 +21,7 @@ import contextvars
 import itertools
 import os
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Hashable, Mapping
 from types import TracebackType
 from typing import NamedTuple, TypeAlias
@@ -157,9 +157,11 @@ class TurnBudget:
         # Named turns stay counted after their scope exits: an integration may
         # enter `turn(id=...)` once per tool call of the same reply. Oldest
         # first (insertion order), so forgetting drops the oldest turn.
-        # An OrderedDict: forgetting the oldest is popitem(last=False), O(1),
-        # where deleting a plain dict's first key degrades to O(n).
-        self._spent: OrderedDict[Hashable, int] = OrderedDict()
+        # The order is kept beside them in a deque: forgetting the oldest is
+        # popleft, O(1) (deleting a plain dict's first key degrades to O(n), and
+        # an OrderedDict's upkeep costs more on every new turn).
+        self._spent: dict[Hashable, int] = {}
+        self._order: deque[Hashable] = deque()
         # Of those, the searches whose backend answered with an error: a turn
         # whose searches all failed is never told to "use the result".
         self._failed: dict[Hashable, int] = {}
@@ -183,13 +185,18 @@ class TurnBudget:
         lock.acquire()  # not `with`: this runs on every search, and `with` costs more
         try:
             key = turn_id if turn_id is not None else self._join_implicit(min_interval, now)
-            spent = self._spent.get(key, 0)
+            known = self._spent.get(key)
+            spent = known or 0
             allowed = per_turn is None or spent < per_turn
             if allowed:
                 self._spent[key] = spent + 1
-                if not spent and len(self._spent) > self._remember:
-                    oldest, _ = self._spent.popitem(last=False)
-                    self._failed.pop(oldest, None)
+                if known is None:
+                    order = self._order
+                    order.append(key)
+                    if len(order) > self._remember:
+                        oldest = order.popleft()
+                        del self._spent[oldest]
+                        self._failed.pop(oldest, None)
             else:
                 failed = spent > 0 and self._failed.get(key, 0) >= spent
                 if turn_id is None:
@@ -230,6 +237,7 @@ class TurnBudget:
         """Forget every turn's count and the implicit burst (for tests, or a new session)."""
         with self._lock:
             self._spent.clear()
+            self._order.clear()
             self._failed.clear()
             self._implicit = ("implicit", next(self._implicit_ids))
             self._implicit_in_flight = 0
