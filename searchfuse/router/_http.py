@@ -159,7 +159,7 @@ class Lateness:
     last `size` delays, for the margin pacing keeps (`pace_window`).
     """
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, size: int = 256) -> None:
         self._recent: deque[float] = deque(maxlen=size)
         self.seen = 0.0
 
