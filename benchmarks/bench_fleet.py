@@ -65,7 +65,7 @@ WORKER = textwrap.dedent(
         except SearchRefused:  # a 429 (or the hold after one): the run has failed its target
             refused += 1
             sleep(1.0)
-    late = router.http.lateness.seen  # how late requests left after their grant, lately
+    late = router._core.ledger.lateness.seen  # how late requests left after their grant, lately
     print(json.dumps({"served": served, "throttled": throttled, "refused": refused, "late": late}))
     """
 )

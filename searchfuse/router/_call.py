@@ -182,7 +182,7 @@ def _grant(core: Core, call: Attempt, entry: KeyEntry, now: float) -> tuple[bool
         return True, None
     spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, now)
     call.granted_at = core.options.now()
-    grant = core.ledger.grant(entry, call.credits, spend=spent.lines, late=core.http.lateness.seen)
+    grant = core.ledger.grant(entry, call.credits, spend=spent.lines)
     if grant.verdict == "budget":
         raise core.spend.refusal(grant, now)
     if grant.verdict == "held":
@@ -280,9 +280,7 @@ def _retry(
     # The hold it set is this retry's own: not honoured.
     spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, core.ledger.now())
     call.granted_at = core.options.now()
-    grant = core.ledger.grant(
-        entry, call.credits, honour_hold=False, spend=spent.lines, late=core.http.lateness.seen
-    )
+    grant = core.ledger.grant(entry, call.credits, honour_hold=False, spend=spent.lines)
     if grant.verdict != "ok":
         return False  # no room for the retry (or budget): stop as after the last retry
     return Charged(call.credits, grant.clean, spent.granted(grant.spent))

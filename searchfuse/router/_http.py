@@ -14,7 +14,6 @@ import os
 import ssl
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -149,32 +148,6 @@ def tls_context() -> ssl.SSLContext:
     return context
 
 
-class Lateness:
-    """How late this router's requests left after their pacing grant, lately.
-
-    The provider counts a request when it arrives; pacing counted it when it
-    was granted. On a loaded machine the moment between grows (a process
-    waits for a core, a commit waits for the disk), and two grants a window
-    apart can arrive less than a window apart. `seen` is the longest of the
-    last `size` delays, for the margin pacing keeps (`pace_window`).
-    """
-
-    def __init__(self, size: int = 256) -> None:
-        self._recent: deque[float] = deque(maxlen=size)
-        self.seen = 0.0
-
-    def note(self, seconds: float) -> None:
-        """One request left `seconds` after its grant (router clock)."""
-        seconds = max(0.0, seconds)
-        recent = self._recent
-        leaving = recent[0] if len(recent) == recent.maxlen else 0.0
-        recent.append(seconds)
-        if leaving >= self.seen:
-            self.seen = max(recent)  # the longest may have just left the record
-        elif seconds > self.seen:
-            self.seen = seconds
-
-
 class HTTP:
     """One provider's address and connection pools, sync and async.
 
@@ -211,8 +184,6 @@ class HTTP:
         self._urls: dict[str, httpx.URL] = {}
         #: Each key's request headers: the client's own and the key's, merged once.
         self._key_headers: dict[str, httpx.Headers] = {}
-        #: How late requests leave after their grant (the drivers note it).
-        self.lateness = Lateness()
 
     def __repr__(self) -> str:
         return f"HTTP({self.base_url!r})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -129,3 +130,29 @@ def pace_window(rate: Rate, late: float = 0.0) -> float:
     or twice `late` (how late requests left after their grant lately), at most `_MARGIN_CAP`."""
     margin = max(rate.window * _MARGIN_SHARE, 2.0 * late)
     return rate.window + min(margin, rate.window * _MARGIN_CAP)
+
+
+class Lateness:
+    """How late this router's requests left after their pacing grant, lately.
+
+    The provider counts a request when it arrives; pacing counted it when it
+    was granted. On a loaded machine the moment between grows (a process
+    waits for a core, a commit waits for the disk), and two grants a window
+    apart can arrive less than a window apart. `seen` is the longest of the
+    last `size` delays, for the margin pacing keeps (`pace_window`).
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._recent: deque[float] = deque(maxlen=size)
+        self.seen = 0.0
+
+    def note(self, seconds: float) -> None:
+        """One request left `seconds` after its grant (router clock)."""
+        seconds = max(0.0, seconds)
+        recent = self._recent
+        leaving = recent[0] if len(recent) == recent.maxlen else 0.0
+        recent.append(seconds)
+        if leaving and leaving >= self.seen:
+            self.seen = max(recent)  # the longest may have just left the record
+        elif seconds > self.seen:
+            self.seen = seconds

@@ -106,9 +106,10 @@ def drive(
             return exc
 
     def send(step: Send) -> Any:
-        http = core.link(step.entry.provider).http
+        link = core.link(step.entry.provider)
+        http = link.http
         if step.granted_at is not None:
-            http.lateness.note(core.options.now() - step.granted_at)
+            link.ledger.lateness.note(core.options.now() - step.granted_at)
         try:
             return http.send(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
@@ -164,9 +165,10 @@ async def adrive(
             return exc
 
     async def send(step: Send) -> Any:
-        http = core.link(step.entry.provider).http
+        link = core.link(step.entry.provider)
+        http = link.http
         if step.granted_at is not None:
-            http.lateness.note(core.options.now() - step.granted_at)
+            link.ledger.lateness.note(core.options.now() - step.granted_at)
         try:
             return await http.asend(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
