@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from searchfuse import RateLimited, Router
+from searchfuse.router._rates import Lateness
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import MemoryStore
 from searchfuse.testing import FakeClock, FakeTavily
@@ -79,3 +83,11 @@ def test_the_margin_never_passes_five_percent_of_the_window() -> None:
     _, arrived = searches_at([10.0, 0.0])
 
     assert arrived == [10.0, 63.0]
+
+
+@given(st.lists(st.floats(min_value=-1.0, max_value=10.0), max_size=60))
+def test_the_record_holds_the_longest_of_the_last_delays(delays: list[float]) -> None:
+    lateness = Lateness(size=8)
+    for n, seconds in enumerate(delays, 1):
+        lateness.note(seconds)
+        assert lateness.seen == max(0.0, *delays[max(0, n - 8) : n])
