@@ -31,7 +31,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from types import GeneratorType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from searchfuse import _answers, _clock, _telemetry
 from searchfuse._sansio import AsyncHandlers, Step, arun, carried, run
@@ -681,10 +681,7 @@ class Guard:
         except Exception as exc:
             # The backend answered with an error, unless the error says nothing was sent.
             answered = failed = not nothing_sent(carried(exc))
-            stop = self._stop(exc)
-            if stop is None:
-                raise
-            raise stop from exc
+            self._raise_for(exc)
         finally:
             self._settle(opened, answered, failed)
         return result if self.adapt is None else self.adapt(result)
@@ -693,7 +690,7 @@ class Guard:
         """[`search_flow`][searchfuse.Guard.search_flow] for a bare sync pass-through (the
         call not read: no checklist, no cache, no router mapping), run directly.
 
-        The same three parts in the same order; with nothing to wait on and
+        The same parts in the same order; with nothing to wait on and
         nothing to ask, no generator and no driver are needed, which was a
         third of a guarded call's cost.
         """
@@ -710,10 +707,7 @@ class Guard:
                 answered = True
             except Exception as exc:
                 answered = failed = not nothing_sent(exc)
-                stop = self._stop(exc)
-                if stop is None:
-                    raise
-                raise stop from exc
+                self._raise_for(exc)
             finally:
                 self._settle(opened, answered, failed)
         except SearchRefused as refusal:
@@ -739,13 +733,15 @@ class Guard:
         token = _CHAIN.set((*_CHAIN.get(), (self, key))) if key is not None else None
         return token, reservation
 
-    def _stop(self, exc: Exception) -> Exception | None:
-        """What to raise instead of the backend's error `exc` (a 429 trips the fuse), or
-        `None`: `exc` itself."""
+    def _raise_for(self, exc: Exception) -> NoReturn:
+        """Raise the backend's error `exc`; a 429 trips the fuse first, and what the
+        fuse says is raised, from `exc`."""
         if not is_rate_limit(exc):
-            return None
+            raise exc
         stop = self._tripped(exc)
-        return None if stop is exc else stop
+        if stop is exc:
+            raise exc
+        raise stop from exc
 
     def _settle(self, opened: tuple[Any, Reservation | None], answered: bool, failed: bool) -> None:
         """A search ends: the call chain restored; a search cancelled or refused before
