@@ -10,6 +10,11 @@ Run: ``python benchmarks/bench_store.py [--processes 8] [--updates 300]``
 2. ``Router.search`` against an in-process transport that answers at once, so
    what is measured is the router (selection, pacing, state) and not HTTP:
    1,000 keys against one key, default store (SQLite), ratio in the same run.
+3. The grant on Redis (hold, cooldown, pacing window and the search counted,
+   in one script: one round trip) against a bare ``INCR`` on
+   the same server in the same run, and the optimistic ``WATCH``/``MULTI``
+   transaction it replaced; then the same with ``--processes`` writers at once.
+   ``--grant-only`` runs just this part.
 """
 
 from __future__ import annotations
@@ -48,13 +53,13 @@ WORKER = textwrap.dedent(
 )
 
 
-def contention(kind: str, where: str, processes: int, updates: int) -> list[float]:
-    start = time.time() + 3.0
+def timed(script: str, args: list[str], processes: int, lead: float) -> list[float]:
+    """Run `script` in `processes` processes that start together `lead` seconds
+    from now (the last argument); their latencies in seconds, sorted."""
+    start = str(time.time() + lead)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, kind, where, str(updates), str(start)],
-            stdout=subprocess.PIPE,
-            text=True,
+            [sys.executable, "-c", script, *args, start], stdout=subprocess.PIPE, text=True
         )
         for _ in range(processes)
     ]
@@ -62,6 +67,71 @@ def contention(kind: str, where: str, processes: int, updates: int) -> list[floa
     for proc in procs:
         samples += json.loads(proc.communicate(timeout=600)[0])
     return sorted(samples)
+
+
+def contention(kind: str, where: str, processes: int, updates: int) -> list[float]:
+    return timed(WORKER, [kind, where, str(updates)], processes, 3.0)
+
+
+GRANTER = textwrap.dedent(
+    """
+    import json, sys, time
+    from searchfuse.router.state import Charge, RedisStore, Store
+    url, ns, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+    n, start = int(sys.argv[4]), float(sys.argv[5])
+    store = RedisStore(url, namespace=ns)
+    charge = Charge("fp", "acct", None, 1.0)
+    client = store.client
+    def call(i):
+        if kind == "incr":
+            client.incr(ns + ":counter")
+        else:
+            grant = store.grant if kind == "script" else lambda *a, **k: Store.grant(store, *a, **k)
+            grant(time.time(), "fp", rpm=10**9, window=60.0, honour_hold=True,
+                  charge=charge)
+    for i in range(50):
+        call(i)
+    while time.time() < start:
+        time.sleep(0.001)
+    out = []
+    for i in range(50, 50 + n):
+        t = time.perf_counter()
+        call(i)
+        out.append(time.perf_counter() - t)
+    print(json.dumps(out))
+    """
+)
+GRANT_KINDS = {
+    "incr": "bare INCR",
+    "script": "grant, one script",
+    "watch": "grant, WATCH/MULTI",
+}
+
+
+def grants(url: str, processes: int, calls: int, rounds: int) -> dict[str, list[float]]:
+    """Median latency of each kind, per round (the kinds take turns within a round)."""
+    out: dict[str, list[float]] = {kind: [] for kind in GRANT_KINDS}
+    for r in range(rounds):
+        for kind in GRANT_KINDS:
+            ns = f"bench-grant-{kind}-{r}-{time.time_ns()}"
+            samples = timed(GRANTER, [url, ns, kind, str(calls)], processes, 1.0)
+            out[kind].append(statistics.median(samples))
+    return out
+
+
+def print_grants(url: str, processes: int, calls: int, rounds: int) -> None:
+    for writers in (1, processes):
+        rows = grants(url, writers, calls, rounds)
+        print(f"grant on Redis, {writers} writer(s) x {calls} calls, median of {rounds} rounds")
+        print(f"{'variant':22} {'median us':>10} {'/ INCR':>8} {'rounds':>12}")
+        base = rows["incr"]
+        for kind, label in GRANT_KINDS.items():
+            ratios = sorted(t / b for t, b in zip(rows[kind], base, strict=True))
+            mid = statistics.median(rows[kind])
+            print(
+                f"{label:22} {mid * 1e6:10.0f} {statistics.median(ratios):7.2f}x "
+                f"{ratios[0]:5.2f}-{ratios[-1]:.2f}"
+            )
 
 
 def p(samples: list[float], q: float) -> float:
@@ -95,9 +165,21 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--grant-only", action="store_true", help="only part 3")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.grant_only:
+            sys.path.insert(0, str(Path(__file__).parent))
+            from bench_fleet import redis_server
+
+            if args.redis:
+                print_grants(args.redis, args.processes, args.calls * 10, args.rounds)
+            else:
+                with redis_server(folder) as url:
+                    print_grants(url, args.processes, args.calls * 10, args.rounds)
+            return
         print(f"{args.processes} processes x {args.updates} updates of one shared store")
         print(f"{'store':8} {'median us':>10} {'p99 us':>10} {'p99 / SQLite':>13}")
         rows = {

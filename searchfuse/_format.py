@@ -1,4 +1,4 @@
-"""How searchfuse writes durations and ages for people: one formatter for every surface.
+"""How searchfuse writes durations, ages and amounts for people: one formatter for every surface.
 
 The diagnosis and the `searchfuse status` table both speak of ages ("synced
 30 min ago") and of time left; they read the same function so they can never
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ago", "duration"]
+__all__ = ["ago", "amount", "duration"]
 
 
 def duration(seconds: float) -> str:
@@ -30,3 +30,13 @@ def duration(seconds: float) -> str:
 def ago(seconds: float | None) -> str:
     """An age: `"30 min ago"`, or `"never"` when there is none."""
     return "never" if seconds is None else f"{duration(seconds)} ago"
+
+
+def amount(value: float) -> str:
+    """A budget's figure written out whole, as people and models read it: `12345678`,
+    `2.5`, `0.001`; never `1.23457e+07` (which `Budget.parse` would read as another
+    limit) and never more than nine decimals (what floating point adds)."""
+    if float(value).is_integer():
+        return str(int(value))
+    text = f"{value:.9f}".rstrip("0").rstrip(".")
+    return text if text.strip("-0.") else f"{value:.3g}"

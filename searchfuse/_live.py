@@ -10,7 +10,14 @@ once more (a key pasted into a note or echoed in an error never shows).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._secrets import redact_tree
@@ -20,7 +27,16 @@ from searchfuse.router.state._events import _iso as iso_time
 if TYPE_CHECKING:
     from searchfuse.router import Router
 
-__all__ = ["EVENTS_SHOWN", "Snapshot", "budget_report", "iso_time", "snapshot"]
+__all__ = [
+    "EVENTS_SHOWN",
+    "Snapshot",
+    "Viewer",
+    "budget_report",
+    "iso_time",
+    "snapshot",
+    "stopped_by_sigterm",
+    "viewer_for",
+]
 
 #: How many of the newest events a snapshot carries.
 EVENTS_SHOWN = 50
@@ -31,7 +47,8 @@ class Snapshot:
     """One look at the store, as JSON-ready data (see the module docstring).
 
     `now` is the router's clock when it was taken; `error` says why the store
-    could not be read (then the rest is empty and the next look tries again).
+    could not be read (then the rest is empty and the next look tries again);
+    `note` says what else a person watching should know (no state file yet).
     """
 
     now: float
@@ -40,6 +57,7 @@ class Snapshot:
     budgets: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What `GET /api/status` answers."""
@@ -51,20 +69,22 @@ class Snapshot:
             "budgets": self.budgets,
             "events": self.events,
             "error": self.error,
+            "note": self.note,
         }
 
 
-def budget_report(router: Router) -> list[dict[str, Any]]:
-    """Every budget of `router`, in its order: `per`, `unit`, `period`, `limit`, and for a
-    budget counting every caller (`per="router"`) what is `used` and `left` now.
+def budget_report(router: Router, now: float) -> list[dict[str, Any]]:
+    """Every budget of `router`, in its order, as `searchfuse status --budgets --json`
+    shows it ([`BudgetStatus.to_dict`][searchfuse.router.BudgetStatus.to_dict]),
+    with its line of `status --budgets` as `summary`.
 
-    A budget per conversation or per user has a tally for each of them; `used` and
-    `left` are `None` there (each conversation's own use is in its results'
-    `searchfuse.budgets`, and in `Router.budgets(conversation=...)`). Read through
-    [`Router.budgets`][searchfuse.Router.budgets], which takes no write lock.
+    A budget counting every caller (`per="router"`) has its `used` and `left`; one
+    per conversation or per user summarises its spenders instead: how many spent
+    something this period (`spenders`), how many used it all (`exhausted`) and the
+    most spending (`top`). Read through [`Router.budgets`][searchfuse.Router.budgets],
+    which takes no write lock.
     """
-    fields = ("per", "unit", "period", "used", "limit", "left")
-    return [{f: row.to_dict()[f] for f in fields} for row in router.budgets()]
+    return [row.to_dict() | {"summary": row.summary(now)} for row in router.budgets()]
 
 
 def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
@@ -77,7 +97,7 @@ def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
     try:
         keys = [record.to_dict() for record in router.status()]
         hold = router.hold()
-        budgets = budget_report(router)
+        budgets = budget_report(router, now)
         log = [event.to_dict() for event in router.events(events)]
     except (SearchFailed, OSError) as exc:
         error = f"cannot read the state store: {exc}"
@@ -89,3 +109,80 @@ def snapshot(router: Router, events: int = EVENTS_SHOWN) -> Snapshot:
 
 def _keys(router: Router) -> tuple[str, ...]:
     return tuple(entry.key for entry in router.keys)
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (a service manager's stop, `kill`) ends the block as Ctrl-C does: with
+    a `KeyboardInterrupt`, which a live view answers with exit code 0, instead of
+    the process dying by the signal. Only in the main thread (where signals land)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Viewer:
+    """A router opened for looking only, as the commands `status --watch` and
+    `dashboard` open it: `open_router()` builds the router over the state the
+    options name (`state`), `open_router(memory=True)` one over a state in memory.
+
+    A state file that does not exist yet is not created by looking: until a
+    search creates it, the keys are shown as configured (from a router in
+    memory) with a note saying so, and each read looks for the file again.
+    """
+
+    def __init__(self, open_router: Callable[..., Router], state: object) -> None:
+        self._open = open_router
+        self.missing = _missing_file(state)
+        self.router = open_router(memory=True) if self.missing else open_router()
+
+    def snapshot(self, events: int = EVENTS_SHOWN) -> Snapshot:
+        """What the views show now (see [`snapshot`][searchfuse._live.snapshot])."""
+        if self.missing is not None and self.missing.exists():
+            router, self.router, self.missing = self.router, self._open(), None
+            router.close()
+        snap = snapshot(self.router, events)
+        if self.missing is None:
+            return snap
+        note = (
+            f"no state at {self.missing} yet: nothing has been recorded there, so every key "
+            "is shown as configured; it is read as soon as a search creates it "
+            "(looking creates nothing)"
+        )
+        return replace(snap, note=note)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The router's keys (for checks such as "a token is no key")."""
+        return _keys(self.router)
+
+    def close(self) -> None:
+        self.router.close()
+
+
+def _missing_file(state: object) -> Path | None:
+    """The absolute path of a state file `state` names that does not exist, else `None`."""
+    if not isinstance(state, str | os.PathLike) or "://" in os.fspath(state):
+        return None
+    path = Path(os.fspath(state)).absolute()
+    return None if path.exists() else path
+
+
+def viewer_for(args: Any, make_router: Callable[..., Router]) -> Viewer:
+    """The [`Viewer`][searchfuse._live.Viewer] of the router the command line's options
+    describe (`make_router` is the CLI's)."""
+    from searchfuse.cli import _config_path, _state_location
+
+    def open_router(memory: bool = False) -> Router:
+        return make_router(args, state=None) if memory else make_router(args)
+
+    return Viewer(open_router, _state_location(args, _config_path(args)))

@@ -54,9 +54,10 @@ class StartRefused(Exception):
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` is this machine only: `localhost`, 127.0.0.0/8 or `::1`."""
+    """Whether `host` names this machine only: `localhost` (also `localhost.` and
+    `*.localhost`), 127.0.0.0/8 or `::1`. By its name alone: nothing is resolved."""
     name = host.strip().strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
+    if name.removesuffix(".") == "localhost" or name.removesuffix(".").endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
@@ -69,13 +70,24 @@ def check_exposure(host: str, *, protected: bool, what: str, fix: str) -> None:
 
     `fix` says how to protect it (the option that sets tokens).
     """
-    if protected or is_loopback(host):
+    if protected or (is_loopback(host) and _resolves_to_loopback(host)):
         return
     raise StartRefused(
         f"refusing to serve {what} on {host}: that address may be reachable from other "
         f"machines and no client tokens are configured, so anyone could use it. {fix}, "
         f"or listen on {LOOPBACK}"
     )
+
+
+def _resolves_to_loopback(host: str) -> bool:
+    """Whether every address `host` resolves to is loopback (a name such as
+    `localhost` could be mapped elsewhere); one that does not resolve cannot be
+    listened on either, which `check_listen` says."""
+    try:
+        infos = socket.getaddrinfo(host.strip().strip("[]"), None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return True
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
 
 
 def check_listen(host: str, port: int, option: str = "--port") -> None:

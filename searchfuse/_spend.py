@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, get_args
 
+from searchfuse._format import amount
+
 __all__ = [
     "DEFAULT_FORGET_AFTER",
     "Budget",
@@ -123,7 +125,7 @@ class Budget:
     def describe(self) -> str:
         """`"10 searches per conversation"`, `"20 usd per router a month"`."""
         every = {None: "", "day": " a day", "month": " a month"}[self.period]
-        return f"{self.limit:g} {self.unit} per {self.per}{every}"
+        return f"{amount(self.limit)} {self.unit} per {self.per}{every}"
 
     @classmethod
     def parse(cls, text: str) -> Budget:
@@ -131,20 +133,28 @@ class Budget:
         conversation"`, `"200 credits per router a day"`, `"20 usd per router a month"`
         (what `SEARCHFUSE_BUDGETS` holds, comma-separated). `ValueError` says what
         is wrong and how to write it."""
-        words = text.split()
+        shown = text.strip()
+        words = [w if i == 0 else w.lower() for i, w in enumerate(text.split())]
         period = None
         if len(words) == 6 and words[4] == "a" and words[5] in _PERIODS:
             period, words = words[5], words[:4]
         if len(words) != 4 or words[2] != "per":
             raise ValueError(
-                f"{text.strip()!r} is not a budget: write LIMIT UNIT per WHOSE [a day | a month], "
+                f"{shown!r} is not a budget: write LIMIT UNIT per WHOSE [a day | a month], "
                 'such as "10 searches per conversation" or "200 credits per router a day"'
             )
         try:
             limit = float(words[0])
         except ValueError:
-            raise ValueError(f"{text.strip()!r}: the limit {words[0]!r} is not a number") from None
-        return cls(int(limit) if limit.is_integer() else limit, words[1], words[3], period)  # type: ignore[arg-type]
+            raise ValueError(f"{shown!r}: the limit {words[0]!r} is not a number") from None
+        if not finite(limit) or limit < 0:
+            raise ValueError(
+                f"{shown!r}: the limit {words[0]!r} must be a finite number of 0 or more"
+            )
+        try:
+            return cls(int(limit) if limit.is_integer() else limit, words[1], words[3], period)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ValueError(f"{shown!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

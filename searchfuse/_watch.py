@@ -6,7 +6,7 @@ pacing window, a cooldown countdown and the last error; the hold; the budgets;
 the newest events. The store is read every `interval` seconds and the countdowns
 tick every second in between. Every text from the keys file, the store or a
 server is shown as plain text (no rich markup), with keys masked and control
-characters escaped. Ctrl-C ends it with exit code 0.
+characters escaped. Ctrl-C or SIGTERM ends it with exit code 0.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse._format import duration
-from searchfuse._live import Snapshot, snapshot
+from searchfuse._live import Snapshot, Viewer, snapshot, stopped_by_sigterm, viewer_for
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -71,8 +71,9 @@ def _num(value: float | None) -> str:
     return str(int(value)) if value == int(value) else f"{value:.4g}"
 
 
-def _bar(used: float | None, limit: float | None) -> Text:
-    """`[████░░░░] 40/100`: a bar when both figures are known, else the figures."""
+def _bar(used: float | None, limit: float | None, figures: bool = True) -> Text:
+    """`████░░░░ 40/100`: a bar when both figures are known (then the figures only
+    with `figures`), else the figures."""
     from rich.text import Text
 
     shown = f"{_num(used)}/{_num(limit) if limit is not None else '?'}"
@@ -82,7 +83,7 @@ def _bar(used: float | None, limit: float | None) -> Text:
     full = math.ceil(share * _BAR_WIDTH) if used > 0 else 0
     style = "red" if share >= 0.9 else "yellow" if share >= 0.7 else "green"
     bar = Text("█" * full, style=style) + Text("░" * (_BAR_WIDTH - full), style="dim")
-    return bar + Text(f" {shown}")
+    return bar + Text(f" {shown}") if figures else bar
 
 
 def _left(seconds: float | None, elapsed: float) -> float:
@@ -111,9 +112,20 @@ def per(seconds: float | None) -> str:
     return "?" if seconds is None else names.get(float(seconds), f"{_num(seconds)} s")
 
 
+#: The order in which keys needing a look come first when not every key fits.
+_URGENCY = {"cooling": 0, "exhausted": 1, "disabled": 2, "held": 3, "available": 4}
+#: Key rows per provider when the view is not redrawn on a screen (a pipe, a file).
+ROWS_PIPED = 50
+#: The longest last error a row shows (the whole one is in `searchfuse status`).
+_ERROR_SHOWN = 200
+#: Columns the last error needs at least, else each key takes two lines.
+_ERROR_MIN = 30
+_COLUMNS = ("KEY", "STATE", "USED/LIMIT", "WINDOW", "COOLDOWN", "LAST ERROR")
+
+
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Text]]) -> Any:
-    """A table that never cuts a word of its cells: in a narrow terminal a cell wraps
-    between words, and only the last column (free text, such as an error) folds."""
+    """A table that never cuts a word of its cells (the last column, free text such
+    as an error, folds)."""
     from rich import box
     from rich.table import Table
 
@@ -123,7 +135,7 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Text]]) -
     for i, name in enumerate(columns):
         widest = max([len(name), *(len(w) for row in rows for w in row[i].plain.split())])
         if i < len(columns) - 1:
-            table.add_column(name, min_width=widest)
+            table.add_column(name, min_width=widest, no_wrap=True)
         else:
             table.add_column(name, overflow="fold", min_width=min(widest, max(len(name), 12)))
     for row in rows:
@@ -131,26 +143,81 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Text]]) -
     return table
 
 
-def _keys_table(provider: str, keys: Sequence[dict[str, Any]], elapsed: float) -> Any:
-    rows = []
-    for key in keys:
-        usage = key.get("key_usage")
-        if usage is not None:
-            usage += key.get("local_credits") or 0.0
-        limit = key.get("key_limit") if key.get("key_limit") is not None else key.get("plan_limit")
-        state = str(key.get("state"))
-        rows.append(
-            [
-                _text(key.get("key")),
-                _text(state, STATE_STYLES.get(state, "")),
-                _bar(usage, limit),
-                _window(key),
-                _countdown(key, elapsed),
-                _text(key.get("last_error")),
-            ]
-        )
-    columns = ("KEY", "STATE", "USED/LIMIT", "WINDOW", "COOLDOWN", "LAST ERROR")
-    return _table(provider, columns, rows)
+def _cells(key: dict[str, Any], elapsed: float) -> list[Text]:
+    """A key's cells: key, state, used/limit, window, countdown, last error."""
+    usage = key.get("key_usage")
+    if usage is not None:
+        usage += key.get("local_credits") or 0.0
+    limit = key.get("key_limit") if key.get("key_limit") is not None else key.get("plan_limit")
+    state = str(key.get("state"))
+    error = str(key.get("last_error") or "")
+    if len(error) > _ERROR_SHOWN:
+        error = error[: _ERROR_SHOWN - 1] + "…"
+    return [
+        _text(key.get("key")),
+        _text(state, STATE_STYLES.get(state, "")),
+        _bar(usage, limit),
+        _window(key),
+        _countdown(key, elapsed),
+        _text(error),
+    ]
+
+
+def _fits(rows: Sequence[Sequence[Text]], width: int | None) -> bool:
+    """Whether the one-line-per-key table fits `width` columns with room for errors."""
+    if width is None:
+        return True
+    widths = [max([len(name), *(r[i].cell_len for r in rows)]) for i, name in enumerate(_COLUMNS)]
+    error = min(widths[-1], _ERROR_MIN)
+    return sum(widths[:-1]) + error + 2 * len(_COLUMNS) <= width
+
+
+def _compact(provider: str, rows: Sequence[Sequence[Text]]) -> Any:
+    """Each key in two lines (three with an error), for a narrow terminal: the key,
+    its state and its countdown first (never cut), then its use and its window,
+    then its last error."""
+    from rich.console import Group
+    from rich.text import Text
+
+    wide = max(r[0].cell_len for r in rows)
+    lines: list[Any] = [_text(provider, "bold")]
+    for key, state, used, window, countdown, error in rows:
+        first = Text(" ") + key + Text(" " * (wide - key.cell_len + 2)) + state
+        if countdown.plain != "-":
+            first += Text(" " * max(2, 11 - state.cell_len)) + countdown
+        lines += [first, Text("    used ") + used + Text(" · window ") + window]
+        if error.plain != "-":
+            lines.append(Text("    last error: ") + error)
+    return Group(*lines)
+
+
+def _keys_view(
+    provider: str,
+    keys: Sequence[dict[str, Any]],
+    elapsed: float,
+    width: int | None = None,
+    rows: int | None = None,
+) -> Any:
+    """The keys of `provider`: a table when it fits `width`, else lines for each key.
+
+    With more keys than `rows`, those needing a look come first (cooling, exhausted,
+    disabled, held) and one line counts the others by state."""
+    from rich.console import Group
+
+    shown, hidden = list(keys), []
+    if rows is not None and len(keys) > rows:
+        order = sorted(keys, key=lambda k: _URGENCY.get(str(k.get("state")), 0))
+        shown, hidden = order[: max(1, rows)], order[max(1, rows) :]
+    cells = [_cells(key, elapsed) for key in shown]
+    view = _table(provider, _COLUMNS, cells) if _fits(cells, width) else _compact(provider, cells)
+    if not hidden:
+        return view
+    counts: dict[str, int] = {}
+    for key in hidden:
+        counts[str(key.get("state"))] = counts.get(str(key.get("state")), 0) + 1
+    told = ", ".join(f"{n} {state}" for state, n in counts.items())
+    more = f"  … {len(hidden)} more of {len(keys)} keys: {told} (searchfuse status lists all)"
+    return Group(view, _text(more, "dim"))
 
 
 def _hold_line(hold: dict[str, Any] | None, elapsed: float) -> Text:
@@ -163,15 +230,15 @@ def _hold_line(hold: dict[str, Any] | None, elapsed: float) -> Text:
     return _text(text, "bold magenta")
 
 
-def _budgets_table(budgets: Sequence[dict[str, Any]]) -> Any:
-    rows = []
-    for b in budgets:
-        # A budget per conversation or user has a tally for each: its limit applies to each.
-        each = b.get("used") is None
-        used = _text(f"{_num(b.get('limit'))} each") if each else _bar(b["used"], b.get("limit"))
-        left = _text("-" if each else _num(b.get("left")))
-        rows.append([_text(b.get("per")), _text(b.get("unit")), _text(b.get("period")), used, left])
-    return _table("budgets", ("PER", "UNIT", "PERIOD", "USED/LIMIT", "LEFT"), rows)
+def _budget_line(budget: dict[str, Any]) -> Text:
+    """A budget as `searchfuse status --budgets` says it, after a bar of its use: the
+    router's own (`per="router"`), or how many conversations or users spent from it,
+    how many used it all, and who most."""
+    from rich.text import Text
+
+    used, limit = budget.get("used"), budget.get("limit")
+    bar = _bar(used, limit, figures=False) if used is not None else Text(" " * _BAR_WIDTH)
+    return Text("  ") + bar + Text(" ") + _text(budget.get("summary") or budget.get("budget"))
 
 
 def _clock(iso: str) -> str:
@@ -195,13 +262,26 @@ def event_line(event: dict[str, Any]) -> Text:
     return out
 
 
-def render(snap: Snapshot, elapsed: float = 0.0, interval: float | None = None) -> RenderableType:
-    """The view of `snap`, its countdowns `elapsed` seconds on."""
+def render(
+    snap: Snapshot,
+    elapsed: float = 0.0,
+    interval: float | None = None,
+    *,
+    width: int | None = None,
+    rows: int | None = None,
+) -> RenderableType:
+    """The view of `snap`, its countdowns `elapsed` seconds on.
+
+    Keys are a table when it fits `width` columns, else two lines each; a provider
+    with more than `rows` keys shows those needing a look first and counts the rest.
+    """
     from rich.console import Group
 
     when = _clock(str(snap.to_dict()["time"]))
     every = f" · reads the store every {_num(interval)} s" if interval else ""
     parts: list[Any] = [_text(f"searchfuse · {when} UTC{every} · Ctrl-C to quit", "bold")]
+    if snap.note:
+        parts.append(_text(snap.note, "yellow"))
     if snap.error:
         parts.append(_text(snap.error, "bold red"))
         return Group(*parts)
@@ -209,9 +289,10 @@ def render(snap: Snapshot, elapsed: float = 0.0, interval: float | None = None) 
     providers = list(dict.fromkeys(str(k.get("provider")) for k in snap.keys))
     for provider in providers:
         keys = [k for k in snap.keys if str(k.get("provider")) == provider]
-        parts.append(_keys_table(provider, keys, elapsed))
+        parts.append(_keys_view(provider, keys, elapsed, width, rows))
     if snap.budgets:
-        parts.append(_budgets_table(snap.budgets))
+        parts.append(_text("budgets (every process counted):", "bold"))
+        parts.extend(_budget_line(b) for b in snap.budgets)
     else:
         parts.append(_text("budgets: none set for this router", "dim"))
     parts.append(_text("last events (newest first, UTC):", "bold"))
@@ -221,7 +302,7 @@ def render(snap: Snapshot, elapsed: float = 0.0, interval: float | None = None) 
 
 
 def watch(
-    router: Router,
+    router: Router | Viewer,
     *,
     interval: float = DEFAULT_INTERVAL,
     console: Console | None = None,
@@ -229,7 +310,8 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
     rounds: int | None = None,
 ) -> int:
-    """Show the live view until Ctrl-C (then return 0), or for `rounds` store reads."""
+    """Show the live view of `router` (or of a [`Viewer`][searchfuse._live.Viewer]'s)
+    until Ctrl-C (then return 0), or for `rounds` store reads."""
     from rich.console import Console
     from rich.live import Live
 
@@ -240,18 +322,21 @@ def watch(
         if not console.is_terminal:
             # Not a screen to redraw (a pipe, a file): one view per read, one after another.
             while rounds is None or done < rounds:
-                console.print(render(snapshot(router), interval=interval))
+                snap = _read(router)
+                console.print(render(snap, interval=interval, width=console.width, rows=ROWS_PIPED))
                 done += 1
                 if rounds is None or done < rounds:
                     sleep(interval)
             return 0
-        with Live(console=console, auto_refresh=False, vertical_overflow="visible") as live:
+        # Never taller than the screen: a view that scrolled cannot be redrawn in place.
+        with Live(console=console, auto_refresh=False, vertical_overflow="ellipsis") as live:
             while rounds is None or done < rounds:
-                snap, read_at = snapshot(router), monotonic()
+                snap, read_at = _read(router), monotonic()
                 done += 1
+                fit = _Fit(console, snap, interval)
                 while True:
                     elapsed = monotonic() - read_at
-                    live.update(render(snap, elapsed, interval), refresh=True)
+                    live.update(fit.render(elapsed), refresh=True)
                     wait = min(tick, interval - elapsed)
                     if wait <= 0 or (rounds is not None and done >= rounds):
                         break  # time to read the store again (or the last round is drawn)
@@ -261,14 +346,63 @@ def watch(
     return 0
 
 
+def _read(source: Router | Viewer) -> Snapshot:
+    return source.snapshot() if isinstance(source, Viewer) else snapshot(source)
+
+
+class _Fit:
+    """The view of one read, with as many key rows as the screen has room for (found
+    once per read and again when the terminal is resized)."""
+
+    def __init__(self, console: Console, snap: Snapshot, interval: float) -> None:
+        self.console, self.snap, self.interval = console, snap, interval
+        self.size: tuple[int, int] | None = None
+        self.rows: int | None = None
+
+    def _lines(self, elapsed: float, rows: int | None) -> int:
+        view = self.render_with(elapsed, rows)
+        return len(self.console.render_lines(view, self.console.options, pad=False))
+
+    def render_with(self, elapsed: float, rows: int | None) -> RenderableType:
+        return render(self.snap, elapsed, self.interval, width=self.console.width, rows=rows)
+
+    def render(self, elapsed: float) -> RenderableType:
+        size = (self.console.width, self.console.height)
+        if size != self.size:
+            self.size, self.rows = size, self._room(elapsed)
+        return self.render_with(elapsed, self.rows)
+
+    def _room(self, elapsed: float) -> int | None:
+        """How many keys per provider fit the screen (`None`: all of them)."""
+        height = self.console.height - 1  # the line the cursor waits on
+        counts: dict[str, int] = {}
+        for key in self.snap.keys:
+            counts[str(key.get("provider"))] = counts.get(str(key.get("provider")), 0) + 1
+        most = max(counts.values(), default=0)
+        if most <= height and self._lines(elapsed, None) <= height:
+            return None
+        rows = min(most, 1 + max(0, height - self._lines(elapsed, 1)) // len(counts))
+        while rows > 1:
+            over = self._lines(elapsed, rows) - height
+            if over <= 0:
+                break
+            rows = max(1, rows - max(1, over // (2 * len(counts))))
+        return rows
+
+
 def run(args: argparse.Namespace, make_router: Callable[..., Router]) -> int:
-    """`searchfuse status --watch`: build the router and watch it until Ctrl-C."""
+    """`searchfuse status --watch`: build the router and watch it until Ctrl-C or SIGTERM
+    (exit code 0 for both)."""
     try:
         import rich  # noqa: F401
     except ImportError:
         raise ImportError(INSTALL) from None
-    router = make_router(args)
-    try:
-        return watch(router, interval=args.interval)
-    finally:
-        router.close()
+    with stopped_by_sigterm():
+        try:
+            viewer = viewer_for(args, make_router)
+            try:
+                return watch(viewer, interval=args.interval)
+            finally:
+                viewer.close()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the view was drawn
+            return 0

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from searchfuse._format import duration
+from searchfuse._format import amount, duration
 from searchfuse._secrets import redact_userinfo
 
 if TYPE_CHECKING:
@@ -242,7 +242,10 @@ _AMOUNT = {"searches": "web searches", "credits": "search credits", "usd": "USD 
 def _budget_message(budget: Budget, retry_after: float | None) -> str:
     """`"Search refused: this conversation has used its 10 web searches..."`."""
     who, its, where = _WHOSE[budget.per]
-    limit = f"{budget.limit:.2f}" if budget.unit == "usd" else f"{budget.limit:g}"
+    limit = amount(budget.limit)
+    if budget.unit == "usd":  # dollars and cents: 20.00, 0.50; a smaller price as it is
+        whole, _, cents = limit.partition(".")
+        limit = f"{whole}.{cents.ljust(2, '0')}"
     when = {None: "", "day": " for today", "month": " for this month"}[budget.period]
     text = (
         f"Search refused: {who} used {its} {limit} {_AMOUNT[budget.unit]}{when}, "
@@ -363,8 +366,10 @@ class BadRequest(SearchFailed):
             )
         else:
             text = f"the request was not sent: {detail or 'it is malformed'}"
+        # A detail that ends its own sentence ("... a list of URLs.") gets no second stop.
         super().__init__(
-            f"{text}. Fix the search parameters; retrying the same request will fail again.",
+            f"{text.rstrip('.')}. Fix the search parameters; retrying the same request will "
+            "fail again.",
             status_code=status if sent else None,
             detail=detail,
         )

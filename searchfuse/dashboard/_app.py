@@ -17,7 +17,8 @@ import base64
 import hashlib
 import json
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+import re
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,14 +26,14 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from searchfuse._live import EVENTS_SHOWN, snapshot
+from searchfuse._live import EVENTS_SHOWN, Snapshot, snapshot
 from searchfuse._serving import ClientTokens, bearer_token, is_loopback
 from searchfuse.cli import _finite
 from searchfuse.router import Router
 
 from ._rules import DEFAULT_POLL
 
-__all__ = ["build_app"]
+__all__ = ["app_of", "build_app"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -81,19 +82,28 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(text, status, headers=headers, media_type="application/json")
 
 
-def _host_name(host_header: str) -> str:
-    """The name in a `Host` header, without its port (`[::1]:8765` -> `::1`)."""
-    host = host_header.strip()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+#: A `Host` header as a browser sends it: a name or an IPv4 address, or an IPv6
+#: address in brackets, and an optional port. Anything else names no host.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::\d{1,5})?")
+
+
+def _host_name(host_header: str) -> str | None:
+    """The host a `Host` header names, without its port or a final dot (`[::1]:8765` ->
+    `::1`, `localhost.:8765` -> `localhost`); `None` for anything a browser would not
+    send (`localhost:8765@attacker.example`, `[::1]attacker`)."""
+    found = _HOST.fullmatch(host_header.strip())
+    if found is None:
+        return None
+    return found["v6"] or found["name"].removesuffix(".")
 
 
 class _Dashboard:
     """The ASGI app (see the module docstring)."""
 
-    def __init__(self, router: Router, tokens: ClientTokens, poll: float, events: int) -> None:
-        self.router = router
+    def __init__(
+        self, read: Callable[[int], Snapshot], tokens: ClientTokens, poll: float, events: int
+    ) -> None:
+        self.read = read
         self.tokens = tokens
         self.events = events
         self.page = _Page(poll)
@@ -111,7 +121,8 @@ class _Dashboard:
         path = request.url.path
         if request.method != "GET":
             return _json({"error": "this dashboard only reads: use GET"}, 405, {"allow": "GET"})
-        if not self.tokens and not is_loopback(_host_name(request.headers.get("host", ""))):
+        host = _host_name(request.headers.get("host", ""))
+        if not self.tokens and (host is None or not is_loopback(host)):
             return _json(
                 {"error": "without a token this dashboard answers requests to localhost only"},
                 403,
@@ -125,7 +136,7 @@ class _Dashboard:
                 {"www-authenticate": 'Bearer realm="searchfuse dashboard"'},
             )
         if path == "/api/status":
-            snap = await asyncio.to_thread(snapshot, self.router, self.events)
+            snap = await asyncio.to_thread(self.read, self.events)
             return _json(snap.to_dict())
         if path in ("/", "/index.html"):
             return Response(
@@ -161,7 +172,26 @@ def build_app(
         poll: seconds between two reads of `/api/status` by the page.
         events: how many of the newest events `/api/status` carries.
     """
-    from ._rules import dashboard_tokens
+    return app_of(
+        lambda shown: snapshot(router, shown),
+        [entry.key for entry in router.keys],
+        token=token,
+        poll=poll,
+        events=events,
+    )
+
+
+def app_of(
+    read: Callable[[int], Snapshot],
+    keys: Iterable[str],
+    *,
+    token: str | None = None,
+    poll: float = DEFAULT_POLL,
+    events: int = EVENTS_SHOWN,
+) -> Any:
+    """The dashboard of what `read(events)` shows (a router with `keys`): `build_app`'s
+    checks and app, for a source other than a plain router (the command's `Viewer`)."""
+    from ._rules import check_token_is_no_key, dashboard_tokens
 
     if isinstance(poll, bool) or not isinstance(poll, int | float):
         raise TypeError(f"poll must be a number of seconds, not {poll!r}")
@@ -170,6 +200,5 @@ def build_app(
     if isinstance(events, bool) or not isinstance(events, int) or not 0 <= events <= 200:
         raise ValueError(f"events must be a whole number from 0 to 200, not {events!r}")
     tokens = dashboard_tokens(token)
-    if token is not None and token in {entry.key for entry in router.keys}:
-        raise ValueError("the dashboard's token must not be one of the router's keys")
-    return _Dashboard(router, tokens, float(poll), events)
+    check_token_is_no_key(token, keys)
+    return _Dashboard(read, tokens, float(poll), events)

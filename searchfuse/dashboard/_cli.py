@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from searchfuse._live import stopped_by_sigterm, viewer_for
 from searchfuse._serving import StartRefused, add_listen_options
 from searchfuse.cli import _number_in
 
@@ -44,7 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
-    """Check the options, build the router, and serve until SIGTERM or Ctrl-C.
+    """Check the options, open the router for looking only (a state file that does not
+    exist is not created: see [`Viewer`][searchfuse._live.Viewer]), and serve until
+    SIGTERM or Ctrl-C (exit code 0 for both, also before the server has started).
 
     Raises [`StartRefused`][searchfuse.dashboard.StartRefused] for options the
     dashboard cannot start with, and `ImportError` (with the install command)
@@ -56,7 +59,8 @@ def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
     except ValueError as exc:
         raise StartRefused(f"--token: {exc}") from None
     try:
-        from searchfuse.dashboard._serve import serve
+        from searchfuse.dashboard._app import app_of
+        from searchfuse.dashboard._serve import serve_app
     except ImportError:
         raise ImportError(INSTALL) from None
 
@@ -65,9 +69,17 @@ def run(args: argparse.Namespace, make_router: Callable[..., Any]) -> int:
         sys.stderr.write(f"searchfuse dashboard: {url}/{how}; stop with Ctrl-C\n")
         sys.stderr.flush()
 
-    router = make_router(args)
-    try:
-        serve(router, host=args.host, port=args.port, token=token, poll=args.poll, ready=ready)
-    finally:
-        router.close()
+    with stopped_by_sigterm():
+        try:
+            viewer = viewer_for(args, make_router)
+            try:
+                try:
+                    app = app_of(viewer.snapshot, viewer.keys, token=token, poll=args.poll)
+                except ValueError as exc:  # the token is one of the keys
+                    raise StartRefused(f"--token: {exc}") from None
+                serve_app(app, args.host, args.port, ready)
+            finally:
+                viewer.close()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the server took over signals
+            pass
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from searchfuse._serving import ClientTokens, check_exposure
 
 __all__ = [
@@ -9,6 +11,7 @@ __all__ = [
     "DEFAULT_PORT",
     "TOKEN_VARIABLE",
     "check_dashboard_exposure",
+    "check_token_is_no_key",
     "dashboard_tokens",
 ]
 
@@ -36,3 +39,12 @@ def check_dashboard_exposure(host: str, tokens: ClientTokens) -> None:
         what="the dashboard",
         fix=f"Give a token with --token TOKEN or {TOKEN_VARIABLE}",
     )
+
+
+def check_token_is_no_key(token: str | None, keys: Iterable[str]) -> None:
+    """`ValueError` when the dashboard's token is one of the router's keys: the token
+    travels in addresses and headers a key must never be in."""
+    if token is not None and token in set(keys):
+        raise ValueError(
+            "the dashboard's token must not be one of the router's keys; choose a new random token"
+        )

@@ -14,7 +14,7 @@ from searchfuse.router import Router
 from ._app import build_app
 from ._rules import DEFAULT_PORT, check_dashboard_exposure, dashboard_tokens
 
-__all__ = ["running", "serve"]
+__all__ = ["running", "serve", "serve_app"]
 
 log = logging.getLogger("searchfuse.dashboard")
 
@@ -41,7 +41,12 @@ def serve(
     """
     check_dashboard_exposure(host, dashboard_tokens(token))
     check_listen(host, port)
-    app = build_app(router, token=token, **options)
+    serve_app(build_app(router, token=token, **options), host, port, ready)
+
+
+def serve_app(app: Any, host: str, port: int, ready: Callable[[str], None] | None) -> None:
+    """Serve a dashboard app (checked by `serve` or the command) until SIGTERM or Ctrl-C."""
+    check_listen(host, port)
     _serving.run(app, host, port, shutdown_timeout=SHUTDOWN_TIMEOUT, ready=ready)
 
 

@@ -19,8 +19,12 @@
     budget: { label: "budget refused", lane: 3, colour: "#0969da" },
   };
   const LANES = ["429s", "cooldowns, holds", "down the chain", "budgets"];
+  // With more keys than this, a provider's table shows those needing a look first.
+  const ROWS = 50;
+  const URGENCY = { cooling: 0, exhausted: 1, disabled: 2, held: 3, available: 4 };
   let data = null;
   let receivedAt = 0;
+  let everyKey = false;
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -92,7 +96,13 @@
       for (const title of ["key", "account", "notes", "state", "used / limit", "pacing window",
         "cooldown", "last error"]) head.append(el("th", title));
       const body = table.createTBody();
-      for (const key of keys.filter((k) => k.provider === provider)) {
+      const mine = keys.filter((k) => k.provider === provider);
+      let shown = mine;
+      if (!everyKey && mine.length > ROWS) {
+        const rank = (k) => (k.state in URGENCY ? URGENCY[k.state] : 0);
+        shown = [...mine].sort((a, b) => rank(a) - rank(b)).slice(0, ROWS);  // stable: chain order
+      }
+      for (const key of shown) {
         const row = body.insertRow();
         row.dataset.fingerprint = key.fingerprint;
         row.append(el("td", key.key, "key"), el("td", key.account || "–", "text"),
@@ -112,7 +122,21 @@
         row.append(cell, el("td", key.last_error || "–", "text"));
       }
       section.append(table);
+      if (shown.length < mine.length) section.append(more(shown, mine));
     }
+  }
+  function more(shown, mine) {
+    // "… 950 more of 1000 keys: 948 available, 2 exhausted", and a button showing them all.
+    const counts = new Map();
+    const seen = new Set(shown);
+    for (const k of mine) if (!seen.has(k)) counts.set(k.state, (counts.get(k.state) || 0) + 1);
+    const told = [...counts].map(([state, n]) => n + " " + state).join(", ");
+    const line = el("p", "… " + (mine.length - shown.length) + " more of " + mine.length +
+      " keys: " + told + " ", "more dim");
+    const button = el("button", "show all " + mine.length);
+    button.addEventListener("click", () => { everyKey = true; draw(); });
+    line.append(button);
+    return line;
   }
 
   function drawHold(hold) {
@@ -129,19 +153,38 @@
   }
 
   function drawBudgets(budgets) {
+    // The router's own use, or (a budget per conversation or per user) how many spent
+    // from it, how many used it all and who most: as `searchfuse status --budgets`.
     const body = document.querySelector("#budgets tbody");
     body.textContent = "";
     document.getElementById("budgets").hidden = budgets.length === 0;
     document.getElementById("no-budgets").hidden = budgets.length > 0;
     for (const b of budgets) {
       const row = body.insertRow();
-      row.append(el("td", b.per), el("td", b.unit), el("td", b.period || "–"));
+      row.dataset.per = b.per;
+      row.append(el("td", b.budget));
       if (b.used === null || b.used === undefined) {
-        row.append(el("td", num(b.limit) + " for each " + b.per), el("td", "–"));
+        const many = b.per === "conversation" ? "conversations" : "users";
+        row.append(el("td", num(b.limit) + " for each", "mono"), el("td", "–"),
+          el("td", num(b.spenders || 0) + " " + many + ", " + num(b.exhausted || 0) + " used all"));
+        const most = el("td", null, "top");
+        (b.top || []).forEach((t, i) => {
+          if (i) most.append(", ");
+          most.append(el("span", t.who, "who"), " " + num(t.used));
+        });
+        if (!(b.top || []).length) most.textContent = "–";
+        row.append(most);
       } else {
-        row.append(bar(b.used, b.limit), el("td", num(b.left)));
+        row.append(bar(b.used, b.limit), el("td", num(b.left), "mono"), el("td", "–"), el("td", "–"));
       }
+      const resets = el("td", null, "mono");
+      resets.dataset.at = b.resets_at === null || b.resets_at === undefined ? "" : String(b.resets_at);
+      tickResets(resets);
+      row.append(resets);
     }
+  }
+  function tickResets(cell) {
+    cell.textContent = cell.dataset.at ? span(Number(cell.dataset.at) - data.now - elapsed()) : "–";
   }
 
   function drawTimeline(events, now) {
@@ -188,6 +231,9 @@
     const error = document.getElementById("error");
     error.hidden = !data.error;
     error.textContent = data.error || "";
+    const note = document.getElementById("note");
+    note.hidden = !data.note;
+    note.textContent = data.note || "";
     drawHold(data.hold);
     drawKeys(data.keys);
     drawBudgets(data.budgets);
@@ -198,6 +244,7 @@
   function tick() {
     if (!data) return;
     document.querySelectorAll("td.countdown").forEach(tickCell);
+    document.querySelectorAll("#budgets td[data-at]").forEach(tickResets);
     drawHold(data.hold);
   }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
@@ -27,6 +26,7 @@ from starlette.routing import Route
 from searchfuse import _telemetry
 from searchfuse._secrets import mask, redact
 from searchfuse._serving import ClientTokens, bearer_token
+from searchfuse._spend import finite
 from searchfuse.errors import SearchRefused
 from searchfuse.router import Router
 
@@ -239,7 +239,7 @@ class _Gateway:
         asked = body.get("timeout")
         if isinstance(asked, bool) or not isinstance(asked, int | float):
             return None
-        if not math.isfinite(asked) or asked <= 0:
+        if not finite(asked) or asked <= 0:  # finite: JSON ints may be beyond any float
             return None
         return min(float(asked), self.deadline)
 
@@ -416,7 +416,7 @@ def build_app(
     for name, seconds in (("deadline", deadline), ("min_interval", min_interval)):
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise TypeError(f"{name} must be a number of seconds, not {seconds!r}")
-        if not math.isfinite(seconds) or seconds < 0 or (name == "deadline" and seconds == 0):
+        if not finite(seconds) or seconds < 0 or (name == "deadline" and seconds == 0):
             raise ValueError(f"{name} must be a finite number of seconds > 0, not {seconds!r}")
     for name, count in (("max_concurrency", max_concurrency), ("max_body", max_body)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:

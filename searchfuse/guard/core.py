@@ -606,7 +606,7 @@ class Guard:
                 # The search in flight outlived FLIGHT_WAIT: search on our own.
                 result = yield from self.search_flow(key)
                 with CACHE_LOCK:
-                    _store(cache, key, result)
+                    _store(cache, key, _shared(result))
                 return result
             kind, value = outcome
             if kind == _SERVED:
@@ -654,17 +654,18 @@ class Guard:
                 self._flights.pop(key, None)
             flight.end(_RETRY)  # cancelled or interrupted: no result, nothing to share
             raise
+        others = _shared(result)
         try:
             with CACHE_LOCK:
                 # The cache is filled before the flight ends, so a call arriving
                 # in between finds one or the other, never neither.
-                _store(cache, key, result)
+                _store(cache, key, others)
         finally:
             # Whatever the cache did, the flight ends and the result is served:
             # a flight left open would hold every identical call FLIGHT_WAIT.
             with CACHE_LOCK:
                 self._flights.pop(key, None)
-            flight.end(_SERVED, result)
+            flight.end(_SERVED, others)
         return result
 
     def search_flow(self, key: Hashable, *, again: bool = False) -> _Flow:
@@ -955,6 +956,17 @@ def _lookup(cache: MutableMapping[Any, Any], key: Hashable) -> Any:
 def cache_read_failed(exc: Exception) -> None:
     """Log a cache that failed to read: the call searches instead."""
     logger.warning("cache read failed, searching instead: %r", exc)
+
+
+def _shared(result: Any) -> Any:
+    """`result` as another caller gets it from the cache or a shared flight: without
+    the spend budgets its search counted (`result["searchfuse"]["budgets"]`), which
+    are the searcher's own (its conversation's use) and which a free answer did not
+    change."""
+    meta = result.get("searchfuse") if isinstance(result, dict) else None
+    if not isinstance(meta, dict) or "budgets" not in meta:
+        return result
+    return {**result, "searchfuse": {k: v for k, v in meta.items() if k != "budgets"}}
 
 
 def _store(cache: MutableMapping[Any, Any], key: Hashable, value: Any) -> None:

@@ -8,11 +8,14 @@ limits" / "Rate limits of Tavily?"), and an agent told in text not to repeat a q
 repeats it anyway; a cache hit costs nothing and needs no obedience.
 
 What it never forgives, because it changes the answer: numbers, versions and years
-(`3.11` / `3.12`), names (a capitalised word keeps its plural ending), negation
-(`not`, `no`, `without`, `-term`, `isn't`), quoted phrases (kept whole, in order, and
-apart from the unquoted words), and which side of a relation a word is on: a word
-after `from`, `to`, `in`, `for`, `than`, `with`... stays bound to it, so "flights from
-paris to london" and "flights from london to paris" stay two queries.
+(`3.11` / `3.12`) and the order numbers come in ("born 1990 died 2020"), names (a
+capitalised word keeps its plural ending), negation (`not`, `no`, `without`, `-term`,
+`isn't`), quoted phrases (kept whole, in order, and apart from the unquoted words),
+symbols (`>` / `<`, `$` / `€`, one emoji or another: punctuation is forgiven, a
+symbol is not), and which side of a relation a word is on: a word after `from`, `to`,
+`in`, `for`, `than`, `with`, `>`... stays bound to it, so "flights from paris to
+london" and "flights from london to paris" stay two queries. A query with nothing
+left to forgive (only stop words, marks or spaces) meets only itself.
 
 Like `search_key`, it is a plain function, replaceable by your own
 (`guard(cache_key=...)`); [`near_query`][searchfuse.guard.near_query] is the query
@@ -80,18 +83,44 @@ _NAMES_S = _set(
 
 # A quoted phrase ("..." or “...”); an unclosed quote runs to the end.
 _PHRASE = re.compile(r'["\u201c\u201d]([^"\u201c\u201d]*)(?:["\u201c\u201d]|$)')
-# A word: letters and digits, with the marks that make versions, languages, sites and
-# sums (3.11, c++, c#, .net, node.js, gpt-4o, site:github.com, $100, 50%, 1,000).
+# A word: letters and digits, with the marks that make versions, languages, sites,
+# sums and grades (3.11, c++, c#, .net, node.js, gpt-4o, site:github.com, $100, 50%,
+# 1,000, A+, C-).
 _WORD = re.compile(
-    r"[-+]?[$€£¥@#.]?[\w](?:[\w'’+#]|[.\-/:@](?=\w)|,(?=\d{3}))*[+#%]*",
+    r"[-+]?[$€£¥@#.]?[\w](?:[\w'’+#]|[.\-/:@](?=\w)|,(?=\d{3}))*(?:[+#%]|-(?!\w))*",
 )
+#: ASCII symbols that say something (`>`, `=`, `$`...): the backtick only quotes code.
+_ASCII_SYMBOLS = frozenset("$+<=>^|~")
+#: A number's place among the query's numbers: `#0=1990` (no word can be written so).
+_NUMBER_AT = "#{}={}"
+#: The key of a query with nothing left to forgive: its text (no word starts so).
+_NOTHING = "\x00"
+
+
+def _symbol(char: str) -> bool:
+    """Whether `char` is a symbol (Unicode's S categories: math, currency, emoji...)."""
+    if char < "\x80":
+        return char in _ASCII_SYMBOLS
+    return unicodedata.category(char)[0] == "S"
+
+
+def _tokens(text: str) -> list[str]:
+    """`text` as words and, between them, the symbols (each on its own), in order."""
+    out: list[str] = []
+    end = 0
+    for match in _WORD.finditer(text):
+        out += [c for c in text[end : match.start()] if _symbol(c)]
+        out.append(match.group())
+        end = match.end()
+    out += [c for c in text[end:] if _symbol(c)]
+    return out
 
 
 def _words(text: str) -> list[str]:
-    """`text` as words, in order: apostrophes unified, possessives and contractions
-    undone (`tavily's` -> `tavily`, `isn't` -> `is not`)."""
+    """`text` as words and symbols, in order: apostrophes unified, possessives and
+    contractions undone (`tavily's` -> `tavily`, `isn't` -> `is not`)."""
     out: list[str] = []
-    for word in _WORD.findall(text):
+    for word in _tokens(text):
         word = word.replace("’", "'")
         if word in _CONTRACTIONS:
             out += _CONTRACTIONS[word].split()
@@ -153,15 +182,30 @@ def near_query(query: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]
         if word in STOP_WORDS or (word in _SOMETIMES_STOP and after_stop):
             after_stop = True
             continue
-        if word in BINDING_WORDS:
-            bound += word + ":"
+        if word in BINDING_WORDS or (len(word) == 1 and _symbol(word)):
+            bound += word + ":"  # a symbol too: "> 100" is not "< 100"
             after_stop = True
             continue
         words.append(bound + _singular(word))
         bound, after_stop = "", False
     if bound:
         words.append(bound)
-    return tuple(sorted(words)), phrases
+    if not words and not phrases:
+        return (_NOTHING + " ".join(text.casefold().split()),), ()
+    return tuple(sorted(_numbered(words))), phrases
+
+
+def _numbered(words: list[str]) -> list[str]:
+    """`words` with each number marked by its place among the numbers, when there
+    are several: word order is forgiven, but "born 1990 died 2020" is not "born 2020
+    died 1990", nor "4,5" "5,4"."""
+    numbers = [i for i, word in enumerate(words) if any(c.isdigit() for c in word)]
+    if len(numbers) < 2:
+        return words
+    out = list(words)
+    for place, i in enumerate(numbers):
+        out[i] = _NUMBER_AT.format(place, words[i])
+    return out
 
 
 def near_key(query: str, /, **params: Any) -> Hashable:

@@ -10,15 +10,16 @@ than the list or a contract.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from searchfuse._spend import finite
+from searchfuse._wire import figure
 
 __all__ = [
     "LIST_PRICES",
+    "MAX_STATED_USD",
     "PRICES_AS_OF",
     "ListPrice",
     "check_price",
@@ -30,6 +31,9 @@ __all__ = [
 
 #: When the figures below were read from their sources.
 PRICES_AS_OF = "2026-12-01"
+#: No single request costs more dollars than this; an answer stating more is not
+#: believed (a garbled figure must not spend a whole budget at once).
+MAX_STATED_USD = 5.0
 
 
 @dataclass(frozen=True)
@@ -101,12 +105,12 @@ def key_price(value: Any, source: str, where: str) -> float | None:
 
 
 def stated_usd(data: Mapping[str, Any] | None) -> float | None:
-    """The dollars an answer says it cost (Exa's `costDollars.total`), when plausible."""
+    """The dollars an answer says it cost (Exa's `costDollars.total`), when plausible:
+    a number from 0 to `MAX_STATED_USD` (not a bool, a string, or an integer too
+    large for a float). Else `None`, and the price it was expected to cost stands."""
     cost = data.get("costDollars") if isinstance(data, Mapping) else None
-    total = cost.get("total") if isinstance(cost, Mapping) else None
-    if isinstance(total, bool) or not isinstance(total, int | float):
-        return None
-    return float(total) if math.isfinite(total) and 0 <= total < 1000 else None
+    total = figure(cost.get("total")) if isinstance(cost, Mapping) else None
+    return total if total is not None and total <= MAX_STATED_USD else None
 
 
 def check_prices(prices: Mapping[str, Any] | None) -> dict[str, float]:

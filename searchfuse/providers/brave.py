@@ -96,7 +96,7 @@ def _code(answer: Answer) -> str | None:
 def _windows(policy: str | None, count: int) -> list[float]:
     """Each window's length in seconds, from `X-RateLimit-Policy` (`1;w=1, 15000;w=2592000`)."""
     found = re.findall(r"w=(\d+)", policy or "")
-    if len(found) == count:
+    if len(found) == count and all(int(w) > 0 for w in found):  # a window of 0 is no pace
         return [float(w) for w in found]
     return [1.0, MONTH][:count] if count <= 2 else []
 

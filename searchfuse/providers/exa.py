@@ -41,6 +41,7 @@ from searchfuse.providers._common import (
     since,
     tavily_shape,
 )
+from searchfuse.providers._prices import MAX_STATED_USD
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -65,8 +66,9 @@ INCLUDED_RESULTS = 10
 #: USD per result beyond the tenth: Exa bills them without a published figure
 #: on the page cited above; an estimate until the answer's `costDollars` says.
 EXTRA_RESULT_PRICE = 0.001
-#: No search costs more than this many dollars; a larger `costDollars` is not believed.
-MAX_SEARCH_DOLLARS = 5.0
+#: No search costs more than this many dollars; a larger `costDollars` is not believed
+#: (by the key's counters here, and by the budgets in `_prices.stated_usd`).
+MAX_SEARCH_DOLLARS = MAX_STATED_USD
 #: Exa's own status: 402 means the account's credits (or the key's budget) ran out.
 STATUS = {402: Outcome.EXHAUSTED}
 #: Characters of page text asked for as a result's `content` (its snippet).

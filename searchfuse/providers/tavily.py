@@ -239,6 +239,18 @@ class Tavily:
             problem = query_problem(body.get("query"))
             if problem is not None:
                 raise BadRequest(problem, sent=False)
+            count = body.get("max_results")
+            if (
+                isinstance(count, int)
+                and not isinstance(count, bool)
+                and not 0 <= count <= MAX_RESULTS
+            ):
+                # Tavily would answer 400; in a chain another provider may honour it.
+                raise BadRequest(
+                    f"max_results must be a whole number from 0 to {MAX_RESULTS} for Tavily, "
+                    f"not {count!r}",
+                    sent=False,
+                )
         return _checked(body)
 
     def build(self, endpoint: str, body: Mapping[str, Any]) -> Request:

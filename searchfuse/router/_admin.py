@@ -12,6 +12,7 @@ from searchfuse._sansio import Step
 from searchfuse.errors import ConfigError, CooldownActive
 from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._keys import KeyEntry
+from searchfuse.router._observe import observe
 from searchfuse.router._refusals import no_key
 from searchfuse.router._steps import Probe, Send
 from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
@@ -147,6 +148,16 @@ def _spend_probe(core: Core, entry: KeyEntry) -> Generator[Step, Any, ProbeResul
     answer = classify(core, result)
     name = provider.name
     if answer.outcome is Outcome.OK:
+        # The key served: that ends a cooldown or an exhausted flag as any served
+        # search does (the check would be worthless if the router kept refusing it),
+        # the search is counted, and what its headers say of the key is applied.
+        try:
+            data = result.json()
+        except ValueError:
+            data = None
+        data = data if isinstance(data, dict) else None
+        core.ledger.settle(entry, None, provider.cost(provider.endpoints[0], body, data), data)
+        observe(core, entry, result)
         note = "ok (a search was spent)"
         return ProbeResult(entry.masked, entry.fingerprint, answer.status, note, name)
     core.ledger.react(entry, answer)
@@ -159,8 +170,13 @@ def _probe_step(
 ) -> Generator[Step, Any, DiagnosisStep]:
     """The diagnosis's probe step: what each key's probe said against what the state said."""
     said = {c.entry.fingerprint: blocked_reason(c, now) for c in before}
-    # One key at a time, /usage only: a probe must never spend search credits.
+    # One key at a time, the free probe only: a probe must never spend search credits.
     results = yield from probe_flow(core)
+    request = core.provider.probe()
+    if request is None or core.provider.probe_rate is None:
+        shown = [result.to_dict() for result in results]
+        return DiagnosisStep("probe", f"{NOT_PROBED} ({core.provider.title})", shown)
+    path = request.path
     now, probed = core.ledger.snapshot()
     still = {c.entry.fingerprint: blocked_reason(c, now) for c in probed}
     evidence: list[dict[str, Any]] = []
@@ -170,18 +186,18 @@ def _probe_step(
         if not result.ok:
             ev["note"] = result.note
         elif was and not left:
-            ev["note"] = f"/usage 200; the state said {was!r}: stale, refreshed"
+            ev["note"] = f"{path} 200; the state said {was!r}: stale, refreshed"
         elif left:
             # The probe proves the key valid and shows its quota; it says nothing
             # about the search rate limit or the provider's health, so such a
             # cooldown is not stale.
-            ev["note"] = f"/usage 200: the key is valid, and still {left}"
+            ev["note"] = f"{path} 200: the key is valid, and still {left}"
         else:
-            ev["note"] = "/usage 200: the key is valid"
+            ev["note"] = f"{path} 200: the key is valid"
         evidence.append(ev)
     ok = sum(1 for ev in evidence if ev.get("ok"))
     return DiagnosisStep(
-        "probe", f"/usage answered 200 for {ok} of {len(evidence)} key(s)", evidence
+        "probe", f"{path} answered 200 for {ok} of {len(evidence)} key(s)", evidence
     )
 
 
@@ -190,15 +206,39 @@ def diagnose_flow(core: Core, probe: bool) -> Generator[Step, Any, Diagnosis]:
     now, before = core.ledger.snapshot()
     probe_step = (yield from _probe_step(core, now, before)) if probe else None
     now, after = core.ledger.snapshot()
-    return diagnose_candidates(
+    found = diagnose_candidates(
         before, after, now, probe_step, core.ledger.hold(), secrets=core.secrets
+    )
+    if probe_step is not None:
+        return found
+    steps = tuple(_unprobed(core) if s.name == "probe" else s for s in found.steps)
+    return dataclasses.replace(found, steps=steps)
+
+
+def _unprobed(core: Core) -> DiagnosisStep:
+    """The probe step of a diagnosis made without probing, as the provider allows it."""
+    request = core.provider.probe()
+    if request is None or core.provider.probe_rate is None:
+        return DiagnosisStep(
+            "probe",
+            f"{NOT_PROBED}: {core.provider.title} has no free request that checks a key "
+            "(`searchfuse test-keys --spend` checks each with a one-result search)",
+        )
+    return DiagnosisStep(
+        "probe",
+        "skipped: run `searchfuse diagnose --probe` (or diagnose(probe=True)) to ask "
+        f"{request.path} for each key, one at a time; it spends no search credits",
     )
 
 
 def warn_if_degraded(core: Core, source: str, missing: str | None) -> None:
     """Say once, at construction, when this router will not serve as configured."""
+    names = list(core.links)
+    after = names[names.index(core.provider.name) + 1 :] if core.provider.name in names else []
     serving = (
-        f"searches will be served by the fallback {core.fallback_name()}"
+        f"searches go down the chain to {core.links[after[0]].provider.title}"
+        if after
+        else f"searches will be served by the fallback {core.fallback_name()}"
         if core.fallback is not None
         else "searches will fail with NoKeyAvailable"
     )

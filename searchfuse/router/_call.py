@@ -36,7 +36,7 @@ from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import blocked_reason
 from searchfuse.router.state import State
 
-__all__ = ["Attempt", "call_flow", "key_flow", "request_flow"]
+__all__ = ["Attempt", "call_flow", "fall_back", "key_flow", "request_flow"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -63,8 +63,7 @@ class Attempt:
     waited: float = 0.0
     #: The request's kind for its price (`"search"`, `"extract"`...).
     kind: str = "search"
-    #: When the key's pacing slot was last granted (router clock; `None`: not paced).
-    granted_at: float | None = None
+    granted_at: float | None = None  # when its pacing slot was last granted (router clock)
 
     def fail(self, entry: KeyEntry, why: str, outcome: Outcome | None) -> None:
         """`entry` cannot serve this call: the next key is tried."""
@@ -161,7 +160,8 @@ def _sync(
     call.synced = True
     status, outcome = record_probe(core, entry, (yield Probe(entry)))
     if outcome is Outcome.AUTH or outcome is Outcome.EXHAUSTED:
-        call.fail(entry, f"/usage answered {status}", outcome)
+        probe = core.provider.probe()
+        call.fail(entry, f"{probe.path if probe else 'the probe'} answered {status}", outcome)
         return False
     # Any other failure of the probe (5xx, 404, a redirect, no answer): it is an
     # optimisation, the search goes ahead on this key.
@@ -221,10 +221,10 @@ def _send(
             if charged is not None:
                 core.ledger.refund(entry, charged)  # the caller's own function failed
             raise
-        observe(core, entry, result)
         if answer.outcome is Outcome.OK:
             core.breaker.succeeded()
             return entry, result, charged
+        observe(core, entry, result)
         wait = _retry_wait(core, call, answer, attempt)
         if wait is None:
             break
@@ -271,8 +271,11 @@ def _retry(
     # without a request. Only the call whose 429 came first retries; one that finds
     # a hold already running stops.
     owns = core.ledger.react(entry, answer, park=False, refund=charged, retry_hold=wait)
-    if not owns:
-        raise RateLimited(retry_after=core.ledger.hold()[0], key=entry.masked)
+    held = core.ledger.hold()[0]
+    if not owns and held > 0:
+        raise RateLimited(retry_after=held, key=entry.masked)
+    # Not owned, and no hold of this provider's runs: the store's hold is another
+    # provider's of the chain (it passed over that one), which is no reason to skip ours.
     call.waited += wait
     yield Sleep(wait)
     if not core.options.pace and not core.spend.active:
@@ -300,6 +303,11 @@ def _react(
     # counted (counters err on the side of quota spent).
     cooldown = core.ledger.react(entry, answer, refund=None if _maybe_served(result) else charged)
     pause = core.options.cooldown_seconds
+    # An answer with another meaning (Serper's 429: a rate limit, or credits run out)
+    # that a pause did not cure was parked longer: it is read as its other meaning.
+    uncured = answer.alternative is not None and cooldown > reaction.park_seconds(
+        answer.retry_after, pause
+    )
     if reaction.trips_breaker and core.breaker.failed(core.ledger.now(), pause):
         log.warning(
             "%s failed %d times in a row; every request pauses for %s",
@@ -309,12 +317,13 @@ def _react(
         )
     if reaction.failover is False:
         raise stopped(answer, result, core.provider, core.http.base_url, core.environ)
-    if reaction.failover is None and core.options.on_429 != "failover":
+    if reaction.failover is None and core.options.on_429 != "failover" and not uncured:
         # A burst that 429s one key 429s them all (incident 1): stop here, and hold
         # the whole router so the rest of the burst cannot walk through the other keys.
         raise RateLimited(retry_after=cooldown, key=entry.masked)
     detail = f" ({answer.detail})" if answer.detail else ""
-    call.fail(entry, f"{answer.status or 'no answer'} {answer.outcome}{detail}", answer.outcome)
+    outcome = answer.alternative if uncured and answer.alternative else answer.outcome
+    call.fail(entry, f"{answer.status or 'no answer'} {answer.outcome}{detail}", outcome)
     if isinstance(result, httpx.TimeoutException | TimeoutError):
         call.slow.add(entry.masked)
 
@@ -334,22 +343,16 @@ def request_flow(
     timeout: float | None = None,
     deadline: float | None = None,
 ) -> Generator[Step, Any, dict[str, Any]]:
-    """A request to one of the provider's endpoints, served by a key or the fallback."""
+    """A request to one of the provider's endpoints, served by one of its keys."""
     provider = core.provider
     request = provider.build(path, body)
-    try:
-        entry, reply, charged = yield from key_flow(
-            core,
-            lambda e, granted_at: Send(e, request, timeout, granted_at),
-            deadline,
-            provider.cost(path, body, None),
-            path.strip("/"),
-        )
-    except NoKeyAvailable as exc:
-        # The fallback is a search function: it can stand in for a search only.
-        if core.fallback is None or path != provider.endpoints[0] or core.ledger.rate_limited():
-            raise
-        return (yield from _fall_back(core, body, exc))
+    entry, reply, charged = yield from key_flow(
+        core,
+        lambda e, granted_at: Send(e, request, timeout, granted_at),
+        deadline,
+        provider.cost(path, body, None),
+        path.strip("/"),
+    )
     try:
         data = reply.json()
     except ValueError:
@@ -361,6 +364,9 @@ def request_flow(
             f"{provider.title} answered {reply.status_code} with a body that is not a JSON object"
         )
     spent = core.ledger.settle(entry, charged, provider.cost(path, body, data), data)
+    # What the answer's headers say of the key (Brave: the month's last search) is
+    # applied after the success is settled, which would otherwise clear it.
+    observe(core, entry, reply)
     result = provider.normalize(path, data, body)
     result["searchfuse"] = {"served_by": provider.name, "key": entry.masked, "degraded": None}
     if spent:
@@ -368,10 +374,12 @@ def request_flow(
     return result
 
 
-def _fall_back(
+def fall_back(
     core: Core, body: Mapping[str, Any], exc: NoKeyAvailable
 ) -> Generator[Step, Any, dict[str, Any]]:
-    verdict = exc.diagnosis.verdict if exc.diagnosis is not None else None
+    """The fallback function's answer to `body` (the caller's parameters), when no
+    provider's key can serve (`exc` says why)."""
+    verdict = str(exc.diagnosis.verdict) if exc.diagnosis is not None else None
     log.info("no key can serve (%s); the fallback %s serves", verdict, core.fallback_name())
     assert core.fallback is not None
     served = yield Fallback(body, core.fallback)

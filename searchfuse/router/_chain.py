@@ -10,7 +10,9 @@ DESIGN's rules, in the order a call meets them:
    runs the held provider is passed over. With `"failover"` every key of the
    provider is tried first; then it is out of keys (rule 2).
 2. A lasting failure passes a provider over: no key can serve
-   (`NoKeyAvailable`: disabled, auth-cooled, exhausted, failing, breaker open).
+   (`NoKeyAvailable`: disabled, auth-cooled, exhausted, failing, breaker open),
+   or the provider answers as misconfigured (a SearXNG instance with JSON
+   output off: `ConfigError`, reason `"config"`).
 3. Every move down is named: one WARNING when a provider starts being passed
    over (which, why, who serves instead), one INFO when it serves again, and
    `result["searchfuse"]["degraded"]` on every result meanwhile. Once per
@@ -18,49 +20,44 @@ DESIGN's rules, in the order a call meets them:
    (another process sharing the store named it) is not logged again.
 4. Busy is not broken: a provider whose keys are all at their rate makes the
    call wait (`max_wait`), unless `overflow=True`, when the next provider
-   with room serves at once (`degraded.reason == "overflow"`).
-5. A parameter a provider cannot honour (its `check` refuses it) passes that
-   provider over for this call only; it is not a degradation of the provider.
-6. The fallback function, if any, is the last link, under the same rules.
+   with room serves at once (`degraded.reason == "overflow"`); the return of a
+   provider that spills over is named once it served a minute without spilling.
+5. A parameter a provider cannot honour (its `check` refuses it: a topic it
+   has no index for, a `max_results` beyond its bound) passes that provider
+   over for this call only; it is not a degradation of the provider. Only
+   when every provider refuses does the caller see the first refusal.
+6. The fallback function, if any, is the last link, under the same rules: it
+   serves when every provider was passed over for a lasting failure or for
+   the parameters (not while a rate limit holds), with the parameters as the
+   caller gave them, and each provider passed over is named.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import math
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from searchfuse._format import duration
 from searchfuse._sansio import Step
-from searchfuse._wire import short_text, validate_base_url
+from searchfuse._wire import short_text
 from searchfuse.errors import (
+    BadRequest,
     ConfigError,
     CooldownActive,
     NoKeyAvailable,
     RateLimited,
     Throttled,
-    Unsupported,
 )
-from searchfuse.providers import _registry as registry
-from searchfuse.providers._base import Provider
-from searchfuse.providers.tavily import resolve_base_url
-from searchfuse.router._breaker import Breaker
-from searchfuse.router._call import request_flow
+from searchfuse.router._call import fall_back, request_flow
 from searchfuse.router._core import Core
-from searchfuse.router._http import HTTP
-from searchfuse.router._keys import Config, KeyEntry
-from searchfuse.router._ledger import Ledger
-from searchfuse.router._options import RouterOptions
-from searchfuse.router._providers import DEFAULT as DEFAULT_PROVIDER
-from searchfuse.router._rates import key_rate
-from searchfuse.router.state import MAX_EVENTS, EventKind, Store
+from searchfuse.router.policy import Outcome
+from searchfuse.router.state import MAX_EVENTS, Availability, EventKind, KeyState
 
-__all__ = ["Chain", "Passed", "Wiring", "build"]
+__all__ = ["Chain", "Passed", "Route"]
 
 log = logging.getLogger("searchfuse.router")
 
@@ -74,6 +71,15 @@ class Passed:
     detail: str
 
 
+#: Seconds between two looks at the store's event log, per provider served, for a move
+#: down another router named (its return is then named within this delay).
+FLEET_LOOK = 60.0
+_DOWN = EventKind.PASSED_OVER
+#: Seconds a busy provider serves without spilling over before its return is named: a
+#: steady stream above its rate alternates between it and the next provider, and that
+#: is one move down, not a WARNING and an INFO for every other search.
+OVERFLOW_QUIET = 60.0
+
 #: Why a provider whose keys cannot serve is passed over, by the diagnosis's verdict.
 _WHY = {
     "auth": "every key was rejected (401/403)",
@@ -84,8 +90,21 @@ _WHY = {
     "burst": "every key is cooling down",
 }
 
+#: A cooling key's part of the verdict, by its cooldown's reason.
+_COOLING = {str(Outcome.AUTH): "auth", str(Outcome.UPSTREAM): "upstream"}
+
 #: A provider's core and the body it would send (or its refusal of the parameters).
-Checked = tuple[Core, Mapping[str, Any] | Unsupported]
+Checked = tuple[Core, Mapping[str, Any] | BadRequest]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One request checked against every provider of the chain (`Chain.check`)."""
+
+    #: Each provider with the body it would send, or its refusal, in chain order.
+    links: list[Checked]
+    #: The parameters as the caller gave them (what the fallback function is given).
+    asked: Mapping[str, Any]
 
 
 @dataclass
@@ -96,6 +115,10 @@ class Chain:
     overflow: bool = False
     #: The providers being passed over now, and why: each move is logged once.
     _down: dict[str, str] = field(default_factory=dict)
+    #: When this router last read the store's event log for each provider's moves.
+    _looked: dict[str, float] = field(default_factory=dict)
+    #: When each provider last spilled a call over to the next (rule 4).
+    _spilled: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -107,7 +130,7 @@ class Chain:
         """Each provider's core, by name."""
         return {core.provider.name: core for core in self.cores}
 
-    def check(self, endpoint: str, body: Mapping[str, Any]) -> list[Checked]:
+    def check(self, endpoint: str, body: Mapping[str, Any]) -> Route:
         """`body` as each provider with `endpoint` would send it, or its refusal;
         raises the first refusal when no provider can send it (before anything runs)."""
         links = [core for core in self.cores if endpoint in core.provider.endpoints]
@@ -118,29 +141,31 @@ class Chain:
         for core in links:
             try:
                 checked.append((core, core.provider.check(endpoint, body)))
-            except Unsupported as exc:
+            except BadRequest as exc:
+                if exc.sent:
+                    raise
+                # One provider's bound (Brave's 20 results) is not every provider's.
                 checked.append((core, exc))
-        if all(isinstance(sent, Unsupported) for _, sent in checked):
-            raise next(sent for _, sent in checked if isinstance(sent, Unsupported))
-        return checked
+        if all(isinstance(sent, BadRequest) for _, sent in checked):
+            raise next(sent for _, sent in checked if isinstance(sent, BadRequest))
+        asked = {k: v for k, v in body.items() if v is not None}
+        return Route(checked, asked)
 
     def flow(
         self,
         endpoint: str,
-        checked: list[Checked],
+        route: Route,
         timeout: float | None = None,
         deadline: float | None = None,
     ) -> Generator[Step, Any, dict[str, Any]]:
         """One request down the chain (as `check` gave it): the first provider that can
-        serve it does."""
+        serve it does, else the fallback function."""
         passed: list[Passed] = []
-        failure: Exception | None = None
-        for i, (core, sent) in enumerate(checked):
-            last = i == len(checked) - 1
-            if isinstance(sent, Unsupported):
-                if last:
-                    assert failure is not None  # `check` refused a body no link can send
-                    raise failure
+        failure: NoKeyAvailable | None = None
+        failed: Core | None = None
+        for i, (core, sent) in enumerate(route.links):
+            last = i == len(route.links) - 1
+            if isinstance(sent, BadRequest):
                 passed.append(Passed(core.provider.name, "unsupported", short_text(str(sent))))
                 continue
             try:
@@ -148,28 +173,45 @@ class Chain:
             except (RateLimited, CooldownActive) as exc:
                 if last or core.options.on_429 != "retry":
                     raise  # rule 1: a rate limit is the caller's to wait out
-                failure = exc
                 why = f"rate-limited, held for {duration(exc.retry_after or 0.0)}"
                 passed.append(Passed(core.provider.name, "cooling", why))
                 continue
-            except Throttled as exc:
+            except Throttled:
                 if last or not self.overflow:
                     raise  # rule 4: busy is not broken
-                failure = exc
                 why = "every key is at its rate"
                 passed.append(Passed(core.provider.name, "overflow", why))
                 continue
             except NoKeyAvailable as exc:
-                if last:
+                failure, failed = exc, core
+                passed.append(_passed_for(core, exc))
+                continue
+            except (ConfigError, BadRequest) as exc:
+                if last or (isinstance(exc, BadRequest) and not exc.sent):
                     raise
-                failure = exc
-                verdict = str(exc.diagnosis.verdict if exc.diagnosis is not None else "config")
-                why = _WHY.get(verdict, "no key can serve")
-                passed.append(Passed(core.provider.name, verdict, why))
+                # A misconfigured instance (SearXNG without JSON output) lasts: rule 2.
+                # A request this provider refused (400) may be another's to serve: rule 5.
+                passed.append(_refused(core, exc))
                 continue
             self._note(passed, result)
             return result
-        raise AssertionError("unreachable: the last link raises or serves")
+        # Every provider was passed over: the fallback function is the last link.
+        core = route.links[-1][0]
+        if failure is None or failed is None or not self._falls_back(core, failed, endpoint):
+            raise failure or _refusal(route)
+        result = yield from fall_back(core, route.asked, failure)
+        # A router of one provider says so at construction and on each fallback (INFO),
+        # as before chains: there is no chain to move down.
+        self._note(passed if len(self.cores) > 1 else [], result)
+        return result
+
+    @staticmethod
+    def _falls_back(core: Core, failed: Core, endpoint: str) -> bool:
+        """Whether the fallback function may serve: it stands in for a search only,
+        and never while a rate limit holds the provider that failed last (rule 1)."""
+        if core.fallback is None or endpoint != core.provider.endpoints[0]:
+            return False
+        return not failed.ledger.rate_limited()
 
     def _note(self, passed: list[Passed], result: dict[str, Any]) -> None:
         """Name the moves down: in the result always, in the log when they start and end."""
@@ -180,16 +222,9 @@ class Chain:
         meta["degraded"] = (
             None if head is None else {"from": head.name, "reason": head.reason, "serving": serving}
         )
-        started: list[Passed] = []
-        ended: list[str] = []
-        with self._lock:
-            for p in lasting:
-                if p.name not in self._down:  # a new reason while down is no new move
-                    started.append(p)
-                self._down[p.name] = p.reason
-            if serving in self._down:
-                del self._down[serving]
-                ended.append(serving)
+        started, ended, down = self._moves(lasting, serving)
+        if not down and self._fleet_look_due(serving) and self._said(serving, _DOWN):
+            ended.append(serving)  # another router sharing the store named the move down
         titles = self.titles()
         for p in started:
             if self._said(p.name, EventKind.PASSED_OVER):
@@ -208,6 +243,42 @@ class Chain:
                 continue
             log.info("%s serves again", titles.get(name, name))
             self._log_event(EventKind.SERVES_AGAIN, name, "serves again")
+
+    def _moves(self, lasting: list[Passed], serving: str) -> tuple[list[Passed], list[str], bool]:
+        """The moves this call starts and ends in this router's memory of the chain, and
+        whether `serving` is still down there (a busy provider that spilled over within
+        `OVERFLOW_QUIET` seconds: its return is not named between two spills)."""
+        started: list[Passed] = []
+        ended: list[str] = []
+        now = self.first.ledger.now()
+        with self._lock:
+            for p in lasting:
+                if p.name not in self._down:  # a new reason while down is no new move
+                    started.append(p)
+                self._down[p.name] = p.reason
+                if p.reason == "overflow":
+                    self._spilled[p.name] = now
+            reason = self._down.get(serving)
+            spilled = self._spilled.get(serving, -math.inf)
+            if reason is not None and (reason != "overflow" or now - spilled >= OVERFLOW_QUIET):
+                del self._down[serving]
+                ended.append(serving)
+                reason = None
+        return started, ended, reason is not None
+
+    def _fleet_look_due(self, provider: str) -> bool:
+        """Whether to read the store's event log for a move down of `provider` that
+        another router named (at most once per `FLEET_LOOK` seconds per provider, not
+        on every search), so that its return is named too and its next move down is
+        not taken for the one already named."""
+        if len(self.cores) == 1 or provider not in self.by_provider():
+            return False
+        now = self.first.ledger.now()
+        with self._lock:
+            if now - self._looked.get(provider, -math.inf) < FLEET_LOOK:
+                return False
+            self._looked[provider] = now
+        return True
 
     def _said(self, provider: str, kind: str) -> bool:
         """Whether the store's event log already says `kind` is the latest move of
@@ -237,98 +308,37 @@ class Chain:
         return {core.provider.name: core.provider.title for core in self.cores}
 
 
-@dataclass(frozen=True)
-class Wiring:
-    """What every core of a router shares: where to send, how, and what to hide."""
-
-    environ: Mapping[str, str]
-    base_url: str | None
-    base_urls: Mapping[str, str]
-    timeout: httpx.Timeout | float | None
-    transport: httpx.BaseTransport | None
-    async_transport: httpx.AsyncBaseTransport | None
-    secrets: tuple[str, ...]
-    scrub: Callable[[str], str]
-    breaker_threshold: int
+def _passed_for(core: Core, exc: NoKeyAvailable) -> Passed:
+    """Why a provider none of whose keys can serve is passed over: the refusal's
+    verdict, or, when that verdict says a key could serve (`"stale"`: a flag the
+    figures contradict), what the keys' records say now."""
+    verdict = str(exc.diagnosis.verdict if exc.diagnosis is not None else "config")
+    if verdict not in _WHY:
+        now, cands = core.ledger.snapshot()
+        kinds = {_kind(c.state, now) for c in cands}
+        verdict = kinds.pop() if len(kinds) == 1 else "upstream"
+    return Passed(core.provider.name, verdict, _WHY.get(verdict, "no key can serve"))
 
 
-def build(
-    config: Config,
-    options: RouterOptions,
-    store: Store,
-    wiring: Wiring,
-    fallback: Callable[..., Any] | None,
-    overflow: bool,
-) -> Chain:
-    """One core per provider of `config`, in chain order, over one `store`."""
-    names = config.providers or (DEFAULT_PROVIDER,)
-    _check_base_urls(wiring.base_urls, names)
-    retry = options.on_429 == "retry" and len(names) > 1
-    cores: list[Core] = []
-    for i, name in enumerate(names):
-        try:
-            provider = registry.lookup(name)
-        except LookupError as exc:
-            raise ConfigError(
-                config.source, "providers", str(exc), f'remove "{name}" and its keys'
-            ) from None
-        entries = tuple(e for e in config.keys if e.provider == name)
-        last = i == len(names) - 1
-        # overflow: a busy provider that is not the last waits for nothing (rule 4).
-        opts = options if last or not overflow else dataclasses.replace(options, max_wait=0.0)
-        rates = {e.fingerprint: key_rate(e, wiring.environ) for e in entries}
-        ledger = Ledger(store, entries, rates, opts, wiring.scrub, own_holds_only=retry)
-        http = HTTP(
-            _address(provider, entries, wiring),
-            provider.headers,
-            timeout=wiring.timeout,
-            transport=wiring.transport,
-            async_transport=wiring.async_transport,
-            url_keyed=provider.key_is_url,
-        )
-        breaker = Breaker(wiring.breaker_threshold)
-        fb = fallback if last else None
-        core = Core(opts, ledger, provider, http, breaker, wiring.secrets, wiring.environ, fb)
-        core.scrub = wiring.scrub
-        cores.append(core)
-    links = {core.provider.name: core for core in cores}
-    for core in cores:
-        core.links = links
-    return Chain(tuple(cores), overflow)
+def _refused(core: Core, exc: ConfigError | BadRequest) -> Passed:
+    """A provider that answered this request as misconfigured, or refused it."""
+    if isinstance(exc, ConfigError):
+        return Passed(core.provider.name, "config", short_text(exc.problem))
+    return Passed(core.provider.name, "unsupported", short_text(exc.detail or str(exc)))
 
 
-def _check_base_urls(base_urls: Mapping[str, str], names: tuple[str, ...]) -> None:
-    for name in base_urls:
-        if name not in registry.PROVIDERS:
-            known = ", ".join(registry.PROVIDERS)
-            raise ConfigError(
-                "base_urls", name, "not a provider searchfuse knows", f"use one of {known}"
-            )
-        if registry.PROVIDERS[name].url_keyed:
-            raise ConfigError(
-                "base_urls",
-                name,
-                "a SearXNG instance's address is its key",
-                'name the instance in the keys: Router({"searxng": ["http://..."]})',
-            )
+def _kind(ks: KeyState, now: float) -> str:
+    """One key's part of a provider's verdict, from its availability."""
+    availability = ks.availability(now)
+    if availability is Availability.EXHAUSTED:
+        return "exhausted"
+    if availability is Availability.DISABLED:
+        return "config"
+    if availability is Availability.COOLING:
+        return _COOLING.get(ks.cooldown_reason or "", "cooling")
+    return "upstream"  # the state calls it available, and this call saw it fail
 
 
-def _address(provider: Provider, entries: tuple[KeyEntry, ...], wiring: Wiring) -> str:
-    """The provider's address: `base_urls=` (Tavily: `base_url=`), else its
-    `*_BASE_URL` variable, else its public address (SearXNG: its first instance)."""
-    name = provider.name
-    if registry.PROVIDERS[name].url_keyed:
-        return entries[0].key if entries else provider.default_base_url
-    given = wiring.base_urls.get(name)
-    if name == DEFAULT_PROVIDER and (wiring.base_url or not given):
-        return resolve_base_url(wiring.base_url, wiring.environ)
-    if given:
-        return validate_base_url(
-            given, f"base_urls[{name!r}]", provider.title, provider.default_base_url
-        )
-    env = wiring.environ.get(provider.base_url_env)
-    if env:
-        return validate_base_url(
-            env, provider.base_url_env, provider.title, provider.default_base_url
-        )
-    return provider.default_base_url
+def _refusal(route: Route) -> Exception:
+    """The first provider's refusal of the parameters (no provider could send them)."""
+    return next(sent for _, sent in route.links if isinstance(sent, BadRequest))

@@ -17,7 +17,7 @@ from searchfuse._sansio import Step
 from searchfuse.errors import CooldownActive, NoKeyAvailable
 from searchfuse.router import _admin
 from searchfuse.router._core import Core
-from searchfuse.router.diagnose import Diagnosis
+from searchfuse.router.diagnose import Diagnosis, Verdict
 from searchfuse.router.diagnose import Step as DiagnosisStep
 from searchfuse.router.state import Event
 from searchfuse.router.status import Hold, KeyStatus, ProbeResult
@@ -53,12 +53,16 @@ def probe_flow(cores: Sequence[Core], spend: bool) -> Generator[Step, Any, list[
 
 
 def ensure_available(cores: Sequence[Core]) -> None:
-    """Return when some provider can serve now; else raise the first provider's refusal.
+    """Return when some provider, or the fallback function, can serve now; else raise
+    the first provider's refusal.
 
     A hold raises at once when the chain would not move past it (`on_429="stop"`).
+    The fallback serves after every provider was passed over for a lasting failure,
+    unless a rate limit holds the last provider (as `Chain.flow` decides).
     """
     first: Exception | None = None
     held: Exception | None = None
+    failed: Core | None = None
     for core in cores:
         try:
             _admin.ensure_available(core)
@@ -68,7 +72,10 @@ def ensure_available(cores: Sequence[Core]) -> None:
                 raise
             held = exc
         except NoKeyAvailable as exc:
-            first = first or exc
+            first, failed = first or exc, core
+    last = cores[-1]
+    if failed is last and last.fallback is not None and not last.ledger.rate_limited():
+        return
     failure = first or held
     assert failure is not None
     raise failure
@@ -83,7 +90,10 @@ def diagnose_flow(cores: Sequence[Core], probe: bool) -> Generator[Step, Any, Di
     if len(each) == 1:
         return dataclasses.replace(each[0][1], by_provider=by_provider)
     titles = {core.provider.name: core.provider.title for core in cores}
-    serving = next((d for _, d in each if d.verdict == "healthy"), None)
+    # "stale" can serve too: the state said otherwise, and was wrong (incident 2).
+    serving = next((d for _, d in each if d.verdict == "healthy"), None) or next(
+        (d for _, d in each if d.verdict == "stale"), None
+    )
     head = serving or each[0][1]
     steps = []
     for i, step in enumerate(each[0][1].steps):
@@ -98,7 +108,7 @@ def diagnose_flow(cores: Sequence[Core], probe: bool) -> Generator[Step, Any, Di
     return dataclasses.replace(
         head,
         steps=tuple(steps),
-        verdict=head.verdict,
+        verdict=Verdict.HEALTHY if serving is not None else head.verdict,
         burst=any(d.burst for _, d in each),
         by_provider=by_provider,
     )

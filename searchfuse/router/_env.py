@@ -7,10 +7,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from searchfuse._secrets import mask
 from searchfuse.errors import ConfigError
 from searchfuse.providers._registry import PROVIDERS, ProviderSpec
 from searchfuse.router._keys import FORMAT_VERSION, Config, _cooldown, _shown, parse_config
 from searchfuse.router._keytext import QUOTES as _QUOTES
+from searchfuse.router._providers import misplaced
 
 #: What a list of keys in the environment looks like; said by every error about it.
 _LIST_FIX = (
@@ -21,7 +23,28 @@ _LIST_FIX = (
 def _list_fix(variable: str) -> str:
     if variable == "TAVILY_API_KEYS":
         return _LIST_FIX
+    if any(spec.url_keyed and spec.list_env == variable for spec in PROVIDERS.values()):
+        return (
+            "write each instance's http(s) address, comma-separated, without quotes or "
+            f"spaces: {variable}=http://127.0.0.1:8888"
+        )
     return f"write them comma-separated, without quotes or spaces: {variable}=...,..."
+
+
+def _misplaced(keys: list[tuple[str, str, str]]) -> None:
+    """Refuse a key set in another provider's variable, saying which variable it goes in."""
+    for variable, name, key in keys:
+        other = misplaced(key, name)
+        if other is not None:
+            same = [k for k in keys if k[0] == variable]
+            theirs, ours = PROVIDERS[other], PROVIDERS[name]
+            raise ConfigError(
+                "environment",
+                variable,
+                f"key {same.index((variable, name, key)) + 1} of {len(same)}: {mask(key)} "
+                f"looks like {theirs.title}'s key, not {ours.title}'s",
+                f"move it to {theirs.list_env}",
+            )
 
 
 def _split_keys(text: str, variable: str = "TAVILY_API_KEYS") -> list[str]:
@@ -120,6 +143,8 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
             "provider's (EXA_API_KEYS, BRAVE_API_KEYS, SERPER_API_KEYS, SEARXNG_URL)",
             'export TAVILY_API_KEYS="tvly-...,tvly-..." or create config/keys.json',
         )
+    keys = [(variable, name, key) for name in found for variable, key in found[name]]
+    _misplaced(keys)
     order = _order(env, found)
     keys = [(variable, name, key) for name in order for variable, key in found[name]]
     items: list[dict[str, Any]] = [
@@ -155,5 +180,6 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> Config:
         if listed and exc.field and exc.field.startswith("keys[") and index < len(keys):
             same = [k for k in keys if k[0] == variable]
             problem = f"key {same.index(keys[index]) + 1} of {len(same)}: {problem}"
-        fix = _list_fix(variable) if listed else exc.fix
+        url = PROVIDERS[keys[index][1]].url_keyed if index < len(keys) else False
+        fix = _list_fix(variable) if listed or url else exc.fix
         raise ConfigError("environment", variable, problem, fix) from None

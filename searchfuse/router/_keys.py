@@ -293,6 +293,7 @@ def _item_key(item: Mapping[str, Any], provider: str, source: str, where: str) -
         return _providers.check_url(
             item.get("url", item.get("key")), provider, source, f"{where}.url"
         )
+    _providers.check_no_url(item, provider, source, where)
     if "key" not in item:
         raise ConfigError(source, f"{where}.key", "missing", f'add "key": "{spec.key_example}"')
     key = check_key(item["key"], source, f"{where}.key")

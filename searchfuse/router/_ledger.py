@@ -119,10 +119,8 @@ class Ledger:
         """Seconds left on the router-wide rate-limit hold, and the masked key that set it."""
         if self.options.on_429 == "failover":
             return 0.0, None
-        if now is None:
-            now = self.now()
-        if state is None:
-            state = self.view(now)
+        now = self.now() if now is None else now
+        state = self.view(now) if state is None else state
         if self.own_holds_only and state.hold_key not in self._masked:
             return 0.0, None
         masked = self._masked.get(state.hold_key or "") if state.hold_key else None
@@ -392,8 +390,9 @@ class Ledger:
         """Forget all key state: cooldowns, usage figures, counters."""
         self.store.clear(self.now())
 
-    def shared_cache(self, ttl: float, maxsize: int) -> MutableMapping[Hashable, Any]:
-        """A TTL cache kept in the store, expiring on the router's clock."""
-        from searchfuse.router.state._cache import SharedCache
+    def shared_cache(self, **options: Any) -> MutableMapping[Hashable, Any]:
+        """A TTL cache in the store, on the router's clock (`options`: see `SharedCache`)."""
+        from searchfuse.router.state._cache import FLIGHT_WAIT, SharedCache
 
-        return SharedCache(self.store, ttl=ttl, maxsize=maxsize, timer=self.now, scrub=self._scrub)
+        options.setdefault("wait", min(FLIGHT_WAIT, self.options.deadline or FLIGHT_WAIT))
+        return SharedCache(self.store, timer=self.now, scrub=self._scrub, **options)

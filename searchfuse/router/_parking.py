@@ -5,7 +5,9 @@ not be a passing limit (Serper's 429: a rate limit, or credits run out; it
 says nothing to tell them apart) is parked longer each time the pause before
 it did not cure it: the key's last cooldown was for the same reason and has
 run out, and the first request after it met the same answer. The park
-doubles, up to the one-hour bound, until an answer that serves ends it.
+doubles, up to the one-hour bound, until an answer that serves ends it; such
+a park holds the key only, not the whole router, since the answer's other
+meaning (Serper's credits run out) is a lasting failure of that key.
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ def park(
         ks.exhausted = True
     elif seconds > 0:
         if answer.alternative is not None:  # it may not pass with a pause
-            seconds = _longer(ks, reason, now, seconds)
+            longer = _longer(ks, reason, now, seconds)
+            # A pause did not cure it: this key is parked, not every search of the
+            # router (another provider of a chain may serve meanwhile).
+            hold = hold and longer <= seconds
+            seconds = longer
         ks.park(now, seconds, reason)
         if hold:
             state.hold(entry.fingerprint, now + seconds)

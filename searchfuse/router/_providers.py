@@ -15,9 +15,18 @@ from typing import Any
 from searchfuse._secrets import mask
 from searchfuse._wire import validate_base_url
 from searchfuse.errors import ConfigError
-from searchfuse.providers._registry import PROVIDERS, looks_like
+from searchfuse.providers._registry import PROVIDERS, looks_like, lookup
 
-__all__ = ["DEFAULT", "check_order", "check_owner", "check_provider", "check_url", "items_of"]
+__all__ = [
+    "DEFAULT",
+    "check_no_url",
+    "check_order",
+    "check_owner",
+    "check_provider",
+    "check_url",
+    "items_of",
+    "misplaced",
+]
 
 #: The provider of an entry that names none (every keys file before the chain).
 DEFAULT = "tavily"
@@ -51,13 +60,37 @@ def check_url(value: Any, provider: str, source: str, where: str) -> str:
         raise ConfigError(source, where, exc.problem, fix) from None
 
 
-def check_owner(key: str, provider: str, source: str, where: str) -> None:
-    """Refuse a key that plainly belongs to another provider than the one it is under."""
+def check_no_url(item: Mapping[str, Any], provider: str, source: str, where: str) -> None:
+    """Refuse a `url` on the entry of a provider whose key is not an address: it would
+    be ignored, and the requests would go where the writer did not mean."""
+    if "url" not in item:
+        return
+    spec = PROVIDERS[provider]
+    variable = lookup(provider).base_url_env
+    option = "base_url=..." if provider == DEFAULT else f'base_urls={{"{provider}": ...}}'
+    raise ConfigError(
+        source,
+        f"{where}.url",
+        f"only a SearXNG entry has a url (its instance's address); {spec.title}'s keys "
+        f"are sent to {spec.title}'s API",
+        f'remove "url"; to send {spec.title} requests elsewhere, set {variable} or '
+        f"Router({option})",
+    )
+
+
+def misplaced(key: str, provider: str) -> str | None:
+    """The provider `key` plainly belongs to when that is not `provider` (else `None`)."""
     own = PROVIDERS[provider].key_shape
     if own is not None and own.match(key):
-        return
+        return None
     other = looks_like(key)
-    if other is None or other == provider:
+    return None if other is None or other == provider else other
+
+
+def check_owner(key: str, provider: str, source: str, where: str) -> None:
+    """Refuse a key that plainly belongs to another provider than the one it is under."""
+    other = misplaced(key, provider)
+    if other is None:
         return
     title, theirs = PROVIDERS[provider].title, PROVIDERS[other].title
     raise ConfigError(

@@ -17,7 +17,7 @@ from searchfuse import _telemetry
 from searchfuse._secrets import KnownKeys, redact
 from searchfuse._spend import Budget
 from searchfuse.errors import ConfigError
-from searchfuse.router import _admin, _chain, _chainview, _deadline
+from searchfuse.router import _admin, _chainbuild, _chainview, _deadline
 from searchfuse.router._call import call_flow
 from searchfuse.router._keysfile import default_state
 from searchfuse.router._options import (
@@ -40,8 +40,7 @@ from searchfuse.router.config import (
     load_config,
 )
 from searchfuse.router.diagnose import Diagnosis
-from searchfuse.router.state import Event, Store, open_store
-from searchfuse.router.state._skill import key_slots
+from searchfuse.router.state import Event, Store, cache_scope, open_owned
 from searchfuse.router.status import Hold, KeyStatus, ProbeResult
 
 __all__ = ["On429", "Router"]
@@ -175,11 +174,11 @@ class Router(BudgetReports):
         self._secrets = secrets = KnownKeys(entry.key for entry in self.config.keys)
         urls = dict(base_urls or {})
         transports = (timeout, transport, async_transport)
-        wiring = _chain.Wiring(
+        wiring = _chainbuild.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store = open_store(state, key_order=key_slots(self.config.keys))
-        self._chain = _chain.build(self.config, options, store, wiring, fallback, overflow)
+        store, self._close_store = open_owned(state, self.config.keys)
+        self._chain = _chainbuild.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
         self._rpm = {fp: r.requests for c in self._chain.cores for fp, r in c.ledger.rates.items()}
@@ -323,12 +322,11 @@ class Router(BudgetReports):
         return await adrive(self._core, call_flow(self._core, deadline), fn, deadline)
 
     def ensure_available(self) -> None:
-        """Raise if no key can serve right now; no request is sent.
+        """Raise if neither a key nor the fallback can serve right now; nothing is sent.
 
         [`CooldownActive`][searchfuse.errors.CooldownActive] while the router-wide hold
         runs, [`NoKeyAvailable`][searchfuse.errors.NoKeyAvailable] when every key is
-        cooling, exhausted or disabled.
-        """
+        cooling, exhausted or disabled (and no fallback function can stand in)."""
         _chainview.ensure_available(self._chain.cores)
 
     def status(self) -> list[KeyStatus]:
@@ -368,19 +366,20 @@ class Router(BudgetReports):
     def shared_cache(
         self, *, ttl: float = 900.0, maxsize: int = 256
     ) -> MutableMapping[Hashable, Any]:
-        """A TTL cache kept in this router's store: every process sharing the store
-        (and this one after a restart) sees its entries, which expire on the
-        router's clock. `guard(router=router, cache="shared")` uses it."""
-        return self._core.ledger.shared_cache(ttl, maxsize)
+        """A TTL cache in this router's store for its providers, addresses and keys, seen by
+        every process sharing the store; `guard(router=router, cache="shared")` uses it."""
+        where = [(c.provider.name, c.http.base_url, c.ledger.keys) for c in self._chain.cores]
+        return self._core.ledger.shared_cache(ttl=ttl, maxsize=maxsize, scope=cache_scope(where))
 
     def reset_month(self) -> None:
         """Forget all local state: cooldowns, usage figures, counters."""
         self._core.ledger.clear()
 
     def close(self) -> None:
-        """Close the HTTP connection pools."""
+        """Close the HTTP connection pools, and the store if this router opened it."""
         for core in self._chain.cores:
             core.http.close()
+        self._close_store()
 
     async def aclose(self) -> None:
         """Close every HTTP connection pool, sync and async."""

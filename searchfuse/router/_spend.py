@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from searchfuse._format import duration
+from searchfuse._format import amount, duration
 from searchfuse._spend import Budget, SpendScope, current_spend, spend_scope
 from searchfuse.errors import BudgetExhausted, ConfigError
 from searchfuse.providers._prices import check_prices, price_of, stated_usd
@@ -89,8 +89,8 @@ def budgets_from_env(environ: Mapping[str, str]) -> tuple[Budget, ...]:
                     BUDGETS_VARIABLE,
                     None,
                     str(exc),
-                    'separate budgets with commas: "10 searches per conversation, '
-                    '20 usd per router a month"',
+                    "write each budget as LIMIT UNIT per WHOSE [a day | a month], separated "
+                    'by commas: "10 searches per conversation, 20 usd per router a month"',
                 ) from None
     return tuple(out)
 
@@ -200,12 +200,13 @@ class BudgetStatus:
         b = self.budget
         head = b.describe() + (f" ({self.who})" if self.who else "")
         if self.used is not None:
-            text = f"{head}: {self.used:g} used, {self.left or 0:g} left"
+            text = f"{head}: {amount(self.used)} used, {amount(self.left or 0)} left"
         else:
-            many = "conversations" if b.per == "conversation" else "users"
-            text = f"{head}: {self.spenders or 0} {many} counted, {self.exhausted or 0} used all"
+            count = self.spenders or 0
+            many = ("conversation" if b.per == "conversation" else "user") + "s" * (count != 1)
+            text = f"{head}: {count} {many} counted, {self.exhausted or 0} used all"
             if self.top:
-                text += "; most " + ", ".join(f"{who} {used:g}" for who, used in self.top)
+                text += "; most " + ", ".join(f"{who} {amount(used)}" for who, used in self.top)
         if self.resets_at is not None:
             text += f", resets in {duration(self.resets_at - now)}"
         return text
@@ -305,7 +306,7 @@ class Spend:
             found = {
                 name[len(b.per) + 1 : -len(tail)]: t.used
                 for name, t in tallies(f"{b.per}:").items()
-                if name.endswith(tail) and t.period == label
+                if name.endswith(tail) and t.period >= label  # a later one: a clock ahead
             }
             who = self._who(b, scope)
             if who is not None:

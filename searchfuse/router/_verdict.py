@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchfuse._format import duration as _secs
+from searchfuse.providers._registry import lookup
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import Candidate, blocked_reason
 from searchfuse.router.state import KeyUsage
@@ -71,6 +72,16 @@ def _month_end(now: float) -> float:
     t = time.gmtime(now)
     year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
     return float(calendar.timegm((year, month, 1, 0, 0, 0)))
+
+
+def _named(cands: Sequence[Candidate]) -> tuple[str, str | None]:
+    """The title of the provider diagnosed and its free probe's path (`None`: no probe)."""
+    names = {c.entry.provider for c in cands}
+    if len(names) != 1:
+        return "The provider", None
+    provider = lookup(names.pop())
+    request = provider.probe()
+    return provider.title, request.path if request is not None else None
 
 
 def _pct(used: float | None, limit: float | None) -> float | None:
@@ -181,7 +192,8 @@ def _serving(
     if refreshed and probed:
         return (
             Verdict.STALE,
-            f"the state said {len(refreshed)} key(s) could not serve, but /usage answered 200; "
+            f"the state said {len(refreshed)} key(s) could not serve, but "
+            f"{_named(after)[1]} answered 200; "
             f"the state was refreshed and {len(available)} of {len(after)} key(s) can serve "
             "now. No reset needed.",
             None,
@@ -210,7 +222,8 @@ def _cooling(cooling: list[Candidate], wait: float | None) -> Found:
     if reasons <= {Outcome.UPSTREAM}:
         return (
             Verdict.UPSTREAM,
-            "Tavily failed for every key it was asked with (5xx, timeout or no connection). "
+            f"{_named(cooling)[0]} failed for every key it was asked with (5xx, timeout or no "
+            "connection). "
             f"This is not a quota problem; try again in {_secs(wait or 0.0)}.",
             wait,
         )
@@ -236,8 +249,12 @@ def _lasting(after: Sequence[Candidate], now: float) -> Found:
         return (
             Verdict.STALE,
             f"{len(contradicted)} key(s) are flagged exhausted although their last figures show "
-            f"less than {EXHAUSTED_THRESHOLD:.0%} used; run `searchfuse diagnose --probe` to "
-            "refresh them from /usage.",
+            f"less than {EXHAUSTED_THRESHOLD:.0%} used; "
+            + (
+                f"run `searchfuse diagnose --probe` to refresh them from {probe}."
+                if (probe := _named(after)[1])
+                else "`searchfuse test-keys --spend` checks them with a one-result search."
+            ),
             None,
         )
     exhausted = [c for c in after if c.state.exhausted]
@@ -245,8 +262,9 @@ def _lasting(after: Sequence[Candidate], now: float) -> Found:
         until = iso(_month_end(now))
         return (
             Verdict.EXHAUSTED,
-            f"every key is out of credits until the month rolls ({until}) or /usage shows "
-            "headroom. Add a key or wait; searching again will not help.",
+            f"every key is out of credits until the month rolls ({until})"
+            + (f" or {probe} shows headroom" if (probe := _named(after)[1]) else "")
+            + ". Add a key or wait; searching again will not help.",
             None,
         )
     if all(c.state.disabled for c in after):

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from searchfuse.providers._registry import lookup
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, Availability, KeyState, State
 
@@ -67,7 +68,10 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
     if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
         return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"
-    return "quota exhausted (waits for /usage to show headroom or the month to roll)"
+    probe = lookup(c.entry.provider).probe()
+    if probe is not None:
+        return f"quota exhausted (waits for {probe.path} to show headroom or the month to roll)"
+    return "quota exhausted (waits for the month to roll)"  # no free probe shows headroom
 
 
 def remaining(c: Candidate) -> float:

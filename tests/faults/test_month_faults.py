@@ -33,14 +33,20 @@ def _store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
 KINDS = ["memory", "json", "sqlite", "redis"]
 
 
-def _router(state: Any, clock: FakeClock, statuses: dict[str, int], **options: Any) -> Router:
+def _router(
+    state: Any,
+    clock: FakeClock,
+    statuses: dict[str, int],
+    retry_after: str = "3600",
+    **options: Any,
+) -> Router:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/usage":
             return httpx.Response(200, json=usage_json())
         status = statuses.get(request.headers["authorization"].removeprefix("Bearer "), 200)
         if status == 200:
             return httpx.Response(200, json=search_json())
-        return httpx.Response(status, headers={"Retry-After": "3600"}, json={"detail": {}})
+        return httpx.Response(status, headers={"Retry-After": retry_after}, json={"detail": {}})
 
     return Router(
         KEYS,
@@ -116,3 +122,43 @@ def test_processes_with_different_clocks_do_not_reset_each_other(
     far_router.search("q")
     right_router.search("q")
     assert served() == 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hold_survives_a_rollover_made_by_a_process_whose_clock_runs_ahead(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    clock = FakeClock(LAST_SECONDS)
+    state = _store(kind, tmp_path, request)
+    router = _router(state, clock, {KEYS[0]: 429}, retry_after="60")
+    with pytest.raises(RateLimited):
+        router.search("q")  # the whole router is held until 00:00:50
+    # A process whose clock runs 15 minutes ahead searches 5 s later: on its
+    # clock the month turned 15 minutes ago and the hold is over.
+    _router(state, FakeClock(LAST_SECONDS + 5 + 15 * 60), {}).search("q")
+    clock.set(LAST_SECONDS + 15)
+    with pytest.raises(CooldownActive):
+        _router(state, clock, {}).search("q")  # still held on the right clock
+    with pytest.raises(CooldownActive):
+        router.search("q")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_processes_whose_clocks_are_a_month_apart_do_not_wipe_each_others_counters(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    state = _store(kind, tmp_path, request)
+    right_now = float(calendar.timegm((2026, 1, 31, 12, 0, 0)))
+    right = _router(state, FakeClock(right_now), {})
+    ahead = _router(state, FakeClock(right_now + 31 * 86400), {})  # 2026-03-03
+
+    def served() -> int:
+        return sum(s.searches for s in right.status())
+
+    for _ in range(2):
+        right.search("q")
+        ahead.search("q")
+    settled = served()
+    for i in range(6):
+        (right if i % 2 == 0 else ahead).search("q")
+        assert served() == settled + i + 1  # every search counted, none wiped

@@ -310,4 +310,23 @@ DISTINCT: list[tuple[str, str]] = [
     ("series finale", "serie finale"),
     ("canvas size", "canva size"),
     ("alias command", "alia command"),
+    # symbols: relations, currencies, emoji and signs say what is asked
+    ("price > 100", "price < 100"),
+    ("x >= 5", "x <= 5"),
+    ("x = 5", "x ≠ 5"),
+    ("a > b", "b > a"),
+    ("100$ in euros", "100€ in euros"),
+    ("🍕 recipes", "🍔 recipes"),
+    ("♀ athletes", "♂ athletes"),
+    ("2 ^ 10", "2 10"),
+    ("C- grade", "C grade"),
+    # the order of numbers
+    ("born 1990 died 2020", "born 2020 died 1990"),
+    ("rating 4,5", "rating 5,4"),
+    ("score 3 1", "score 1 3"),
+    # nothing left to forgive: queries of stop words, marks or symbols only
+    ("🍕", "🍔"),
+    ("???", "!!!"),
+    ("the", "a"),
+    ("of the", "is a"),
 ]

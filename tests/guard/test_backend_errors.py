@@ -344,3 +344,12 @@ def test_a_retry_inside_the_tool_spends_no_second_search(clock, cache):
         assert web_search("q") == "ok"
         assert web_search.guard_state().turn_searches == 1
     assert calls == ["q", "q"]
+
+
+@pytest.mark.parametrize(
+    "detail", ["urls is missing: give a URL or a list of URLs.", "query is too long"]
+)
+def test_a_bad_request_reads_as_one_sentence_whatever_its_detail_ends_with(detail: str) -> None:
+    message = str(BadRequest(detail))
+    assert ".." not in message
+    assert message.endswith("Fix the search parameters; retrying the same request will fail again.")

@@ -4,7 +4,8 @@
 
 Both show the same fleet, made the way a real one gets there: three keys behind
 the simulated Tavily and one behind the simulated Exa, on loopback; searches,
-one key answering 401, Tavily failing once (Exa serves), then a 429; two budgets.
+one key answering 401, Tavily failing once (Exa serves), then a 429; budgets for the
+router, each conversation and each user.
 The dashboard is photographed by the same headless Chromium the tests drive.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from searchfuse import Budget, RateLimited, Router
+from searchfuse import Budget, RateLimited, Router, spend_scope
 from searchfuse._live import snapshot
 from searchfuse._serving import running
 from searchfuse._watch import render
@@ -44,6 +45,7 @@ def fleet(folder: Path) -> Router:
     budgets = [
         Budget(200, unit="credits", per="router", period="day"),
         Budget(10, unit="searches", per="conversation"),
+        Budget(50, unit="searches", per="user", period="day"),
     ]
     state = folder / "searchfuse.db"
     with tavily.serve() as tavily_url, exa.serve() as exa_url:
@@ -51,7 +53,9 @@ def fleet(folder: Path) -> Router:
         options.update(clock=clock, budgets=budgets)
         writer = Router(entries, state=state, sleep=clock.advance, **options)
         for i in range(12):
-            writer.search(f"release notes {i}")
+            who = ("ana", "c-7") if i < 10 else ("ben", "c-8")  # ana's c-7 uses all 10
+            with spend_scope(user=who[0], conversation=who[1]):
+                writer.search(f"release notes {i}")
             clock.advance(120)
         tavily.revoke(KEYS[1])
         tavily.fail_next(503, times=3, path="/search")

@@ -7,9 +7,15 @@ simulated Tavily on loopback) into the server.
 
 from __future__ import annotations
 
+import hmac
+import http.client
 import io
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +26,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from searchfuse import Budget, RateLimited, Router
+from searchfuse import Budget, RateLimited, Router, spend_scope
 from searchfuse._live import snapshot
 from searchfuse._serving import StartRefused, running
 from searchfuse._watch import render
@@ -32,12 +38,15 @@ from searchfuse.testing import EXA_TEST_KEYS, FakeClock, FakeExa, FakeTavily
 
 from ..conftest import leaks_in
 from ..gateway.conftest import Switch
+from ..stores.redis_server import free_port
 from .browser import Browser, Page, find_chromium
 
 KEYS = ["tvly-dev-test0001", "tvly-dev-test0002"]
 TOKEN = "dashboard-token-7f3a9c"
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
-METHODS = ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+#: A conversation id as a gateway client may send it (X-Session-Id).
+SPENDER = '<img src=x onerror="window.__pwned = 3">c-1'
+METHODS = ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "PROPFIND"]
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +100,15 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     config.write_text(json.dumps({"format_version": 2, "keys": entries}))
     config.chmod(0o600)
     state = tmp_path / "state" / "searchfuse.db"
-    budgets = [Budget(50, unit="searches", per="router", period="day")]
+    budgets = [
+        Budget(50, unit="searches", per="router", period="day"),
+        Budget(2, unit="searches", per="conversation"),
+    ]
     with fake.serve() as url:
         options: dict[str, Any] = {"base_url": url, "clock": clock, "budgets": budgets}
         writer = Router.from_config(config, sleep=clock.advance, **options)
-        writer.search("served")
+        with spend_scope(conversation=SPENDER):  # a gateway client's X-Session-Id
+            writer.search("served")
         fake.fail_next(429, retry_after=45, path="/search", detail=f"slow down {HOSTILE}")
         with pytest.raises(RateLimited) as caught:
             writer.search("refused")
@@ -133,14 +146,12 @@ def test_api_status_is_the_stores_state_as_one_json_object(
         "key": fleet.hit,
         "provider": "tavily",
     }
-    assert data["budgets"][0] | {"used": 1.0} == {
-        "per": "router",
-        "unit": "searches",
-        "period": "day",
-        "used": 1.0,
-        "limit": 50,
-        "left": 49.0,
-    }
+    router_budget, per_conversation = data["budgets"]
+    assert router_budget["budget"] == "50 searches per router a day"
+    assert (router_budget["used"], router_budget["left"]) == (1.0, 49.0)
+    assert per_conversation["budget"] == "2 searches per conversation"
+    assert (per_conversation["spenders"], per_conversation["exhausted"]) == (1, 0)
+    assert per_conversation["top"] == [{"who": SPENDER, "used": 1.0, "left": 1.0}]
     kinds = [e["kind"] for e in data["events"]]
     assert kinds[:2] == ["hold", "rate_limited"]  # newest first
     assert data["events"][1]["key"] == fleet.hit and data["events"][1]["retry_after"] == 45
@@ -175,6 +186,48 @@ def test_every_method_but_get_is_refused_and_nothing_is_written(
     assert len(fleet.fake.requests) == sent  # no probe, no search
 
 
+#: Paths that name no page: encoded and plain traversal, the page's own parts, near misses.
+ODD_PATHS = [
+    "/../../etc/passwd",
+    "/%2e%2e/%2e%2e/etc/passwd",
+    "/..%2f..%2fetc%2fpasswd",
+    "//etc/passwd",
+    "/page.js",
+    "/page.css",
+    "/dashboard/page.html",
+    "/api/status/",
+    "/API/STATUS",
+    "/api/status%00",
+    "/api/status/..",
+    "/index.html/..%2f_app.py",
+]
+
+
+def raw_get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """`GET path` sent exactly as written (no client normalises it)."""
+    address = httpx.URL(url)
+    conn = http.client.HTTPConnection(address.host, address.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def test_no_path_but_the_pages_answers_and_none_serves_a_file(
+    server: tuple[Switch, str], fleet: Fleet
+) -> None:
+    url = plug(server, fleet.viewer)
+    for path in ODD_PATHS:
+        status, body = raw_get(url, path)
+        assert status in (400, 404), path
+        assert "root:" not in body and "function" not in body and "import" not in body, path
+    url = plug(server, fleet.viewer, token=TOKEN)
+    for path in ODD_PATHS:  # without the token not even "not found" is said
+        assert raw_get(url, path)[0] in (400, 401), path
+
+
 def test_with_a_token_every_request_without_it_is_refused(
     server: tuple[Switch, str], fleet: Fleet
 ) -> None:
@@ -195,17 +248,65 @@ def test_with_a_token_every_request_without_it_is_refused(
         assert client.get("/api/status", headers={**bearer, "Host": "dash.example"}).is_success
 
 
+def test_a_token_is_compared_in_constant_time_wherever_it_is_given(
+    server: tuple[Switch, str], fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Header or address, right or wrong: every comparison is `hmac.compare_digest`
+    (its time says nothing of how much was right), and the header wins."""
+    compared: list[bytes] = []
+    real = hmac.compare_digest
+
+    def spy(given: bytes, known: bytes) -> bool:
+        compared.append(given)
+        return real(given, known)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    url = plug(server, fleet.viewer, token=TOKEN)
+    near = TOKEN[:-1] + "x"
+    with httpx.Client(base_url=url) as client:
+        assert client.get("/api/status", params={"token": near}).status_code == 401
+        assert (
+            client.get("/api/status", headers={"Authorization": f"Bearer {near}"}).status_code
+            == 401
+        )
+        assert (
+            client.get("/api/status", headers={"Authorization": f"Basic {TOKEN}"}).status_code
+            == 401
+        )
+        both = {"Authorization": f"Bearer {near}"}
+        assert client.get("/api/status", params={"token": TOKEN}, headers=both).status_code == 401
+        assert client.get("/api/status", params={"token": TOKEN}).status_code == 200
+    # A "Basic" header is no bearer token: nothing to compare, the answer is 401.
+    assert compared == [near.encode()] * 3 + [TOKEN.encode()]
+
+
 def test_without_a_token_only_requests_to_loopback_names_are_answered(
     server: tuple[Switch, str], fleet: Fleet
 ) -> None:
     """A page whose domain name rebinds to 127.0.0.1 cannot read the dashboard."""
     url = plug(server, fleet.viewer)
     port = url.rsplit(":", 1)[1]
-    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
-        assert httpx.get(f"{url}/api/status", headers={"Host": host}).status_code == 200
-    for host in (f"attacker.example:{port}", "attacker.example", f"10.0.0.5:{port}"):
+    loopback = ["localhost", "localhost.", "127.0.0.1", "127.8.9.10", "[::1]", "app.localhost"]
+    for host in [*loopback, *(f"{name}:{port}" for name in loopback)]:
+        assert httpx.get(f"{url}/api/status", headers={"Host": host}).status_code == 200, host
+    others = [
+        f"attacker.example:{port}",
+        "attacker.example",
+        f"10.0.0.5:{port}",
+        "0.0.0.0",
+        "[::]",
+        f"[::ffff:10.0.0.5]:{port}",
+        "localhost.attacker.example",
+        "127.0.0.1.nip.io",
+        f"localhost:{port}@attacker.example",  # not a name a browser sends, whatever it holds
+        f"localhost:{port}:attacker.example",
+        "[::1]attacker.example",
+        "localhost/attacker.example",
+        "",
+    ]
+    for host in others:
         answer = httpx.get(f"{url}/api/status", headers={"Host": host})
-        assert answer.status_code == 403 and "ops@example.com" not in answer.text
+        assert answer.status_code == 403 and "ops@example.com" not in answer.text, host
 
 
 def test_a_host_other_than_loopback_needs_a_token(
@@ -225,8 +326,109 @@ def test_a_host_other_than_loopback_needs_a_token(
     err = capsys.readouterr().err
     assert "--token" in err and "has space" not in err
     assert main([*args, "dashboard", "--port", "0"]) == 2  # a port out of range
+    capsys.readouterr()
+    assert main([*args, "dashboard", "--token", KEYS[1]]) == 2  # a key of the router
+    err = capsys.readouterr().err
+    assert "--token: the dashboard's token must not be one of the router's keys" in err
+    assert KEYS[1] not in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="must not be one of the router's keys"):
         build_app(fleet.viewer, token=KEYS[0])
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--port", "0"],
+        ["--port", "65536"],
+        ["--port", "http"],
+        ["--port", "80.5"],
+        ["--poll", "0"],
+        ["--poll", "-1"],
+        ["--poll", "nan"],
+        ["--poll", "inf"],
+        ["--poll", "1e400"],
+        ["--poll", "soon"],
+    ],
+)
+def test_a_bad_port_or_poll_is_a_usage_error(
+    option: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAVILY_API_KEYS", ",".join(KEYS))
+    assert main(["dashboard", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"searchfuse dashboard: error: argument {option[0]}: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_loopback_name_that_resolves_elsewhere_needs_a_token(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`localhost` is loopback by its name only if it resolves there: a hosts file (or a
+    resolver) mapping it to another interface makes it a host like any other."""
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(host).rstrip(".") == "localhost":
+            return real("10.0.0.5", *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    for host in ("localhost", "localhost."):
+        with (
+            pytest.raises(StartRefused, match=f"refusing to serve the dashboard on {host}:"),
+            dashboard_running(fleet.viewer, host=host),
+        ):
+            pass
+    with dashboard_running(fleet.viewer, host="127.0.0.1") as url:  # an address is what it says
+        assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_the_command_creates_no_state_writes_none_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`searchfuse dashboard` as a process: before any search there is no state, and it
+    creates none (its page says so); once another process has written the state it
+    shows it and never changes a byte of it; SIGTERM stops it with exit code 0."""
+    state = tmp_path / "state" / "searchfuse.db"
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "TAVILY_API_KEYS": ",".join(KEYS),
+        "SEARCHFUSE_STATE": str(state),
+    }
+    argv = [sys.executable, "-m", "searchfuse", "dashboard", "--port", str(port)]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        started = proc.stderr.readline()
+        assert started == f"searchfuse dashboard: http://127.0.0.1:{port}/; stop with Ctrl-C\n"
+        url = f"http://127.0.0.1:{port}"
+        empty = httpx.get(f"{url}/api/status").json()
+        assert [k["state"] for k in empty["keys"]] == ["available", "available"]
+        assert empty["note"].startswith(f"no state at {state} yet")
+        assert not state.parent.exists()  # looking created nothing
+        fake = FakeTavily(KEYS)
+        with fake.serve() as upstream:
+            other = Router(KEYS, state=state, base_url=upstream)
+            fake.fail_next(429, retry_after=60, path="/search")
+            with pytest.raises(RateLimited):
+                other.search("q")
+            other.close()
+        written = {p.name: p.read_bytes() for p in state.parent.glob("*.db")}
+        seen = httpx.get(f"{url}/api/status").json()
+        assert seen["note"] is None and "cooling" in [k["state"] for k in seen["keys"]]
+        for _ in range(3):
+            assert httpx.get(f"{url}/api/status").status_code == 200
+        assert {p.name: p.read_bytes() for p in state.parent.glob("*.db")} == written
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 # -- the page, in Chromium ------------------------------------------------------------------
@@ -277,8 +479,19 @@ def test_the_page_shows_a_cooling_key_its_countdown_and_the_timeline(
         )
         assert "rate_limited" in marks and "hold" in marks
         assert column(page, "#events tbody tr", 1)[:2] == ["hold", "429"]
-        budget = page.evaluate("document.querySelector('#budgets tbody tr').textContent")
-        assert "1/50" in budget and budget.endswith("49")
+        router_budget, per_conversation = page.evaluate(
+            "[...document.querySelectorAll('#budgets tbody tr')].map(r =>"
+            " [...r.cells].map(c => c.textContent))"
+        )
+        assert router_budget[:3] == ["50 searches per router a day", "1/50", "49"]
+        assert router_budget[5] == "12.0 h"  # the FakeClock is at noon UTC
+        assert per_conversation[:4] == [
+            "2 searches per conversation",
+            "2 for each",
+            "–",
+            "1 conversations, 0 used all",
+        ]
+        assert per_conversation[4] == f"{SPENDER} 1"
         # The countdowns tick without asking the server: 20 s of the page's time later.
         virtual = {"policy": "advance", "budget": 20000}
         page.browser.send("Emulation.setVirtualTimePolicy", virtual, page.session)
@@ -302,6 +515,8 @@ def test_the_page_shows_every_text_as_text(
         assert page.evaluate("document.querySelectorAll('script').length") == 1
         assert page.evaluate("document.querySelectorAll('img').length") == 0
         assert any(HOSTILE in d for d in column(page, "#events tbody tr", 5))
+        spender = page.evaluate("document.querySelector('#budgets td.top .who').textContent")
+        assert spender == SPENDER
         assert not leaks_in(page.evaluate("document.documentElement.outerHTML"))
 
 
@@ -360,3 +575,29 @@ def test_a_chain_shows_each_provider_and_the_move_down_on_the_timeline(
         view = console.export_text()
         titles = [line.strip() for line in view.splitlines() if line.strip() in ("tavily", "exa")]
         assert titles == ["tavily", "exa"] and " passed over tavily · " in view
+
+
+def test_a_thousand_keys_show_those_needing_a_look_first(
+    server: tuple[Switch, str], browser: Browser
+) -> None:
+    """The API carries every key; the page draws 50 a provider (cooling, exhausted,
+    disabled, held first), counts the rest, and shows them all on request."""
+    keys = [f"tvly-dev-fleet{i:04d}" for i in range(1000)]
+    clock = FakeClock()
+    fake = FakeTavily(keys, clock=clock)
+    router = Router(keys, transport=fake.transport(), clock=clock, on_429="failover")
+    fake.fail_next(429, retry_after=600, path="/search")
+    served = router.search("the first key answers 429, the next serves")["searchfuse"]["key"]
+    url = plug(server, router, poll=3600)
+    data = httpx.get(f"{url}/api/status").json()
+    assert len(data["keys"]) == 1000 and not leaks_in(json.dumps(data))
+    with opened(browser, f"{url}/") as page:
+        states = column(page, "table.keys tbody tr", 3)
+        assert len(states) == 50 and states[0] == "cooling" and states.count("cooling") == 1
+        assert served in column(page, "table.keys tbody tr", 0)
+        assert "tvly-dev-…0999" not in column(page, "table.keys tbody tr", 0)
+        more = page.evaluate("document.querySelector('p.more').textContent")
+        assert more == "… 950 more of 1000 keys: 950 available show all 1000"
+        page.evaluate("document.querySelector('p.more button').click()")
+        assert page.wait_for("document.querySelectorAll('table.keys tbody tr').length") == 1000
+        assert column(page, "table.keys tbody tr", 0)[-1] == "tvly-dev-…0999"  # chain order

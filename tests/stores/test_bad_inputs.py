@@ -66,7 +66,7 @@ def test_redis_schemes_are_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> 
     seen: list[str] = []
 
     class Recorder:
-        def __init__(self, url: str) -> None:
+        def __init__(self, url: str, **options: object) -> None:
             seen.append(url)
 
     import searchfuse.router.state._redis as redis_module

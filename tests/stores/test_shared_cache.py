@@ -303,3 +303,54 @@ def test_redis_keeps_an_entry_for_its_ttl_on_the_routers_clock(
     ttl_ms = store.client.pttl(f"{ns}:c:{name}")
     assert 900_000 <= ttl_ms <= 960_000  # the guard's 15 minutes, and a minute to spare
     router.close()
+
+
+AT_ONCE = textwrap.dedent(
+    """
+    import json, sys, time
+    from searchfuse import Router, guard, turn
+    from searchfuse.router.state import RedisStore, SqliteStore
+
+    url, kind, where, ns, start = sys.argv[1:6]
+    store = SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=ns)
+    router = Router([{key!r}], state=store, base_url=url)
+
+    @guard(router=router, cache="shared")
+    def web_search(query: str, max_results: int = 5) -> dict:
+        raise AssertionError
+
+    while time.time() < float(start):
+        time.sleep(0.001)
+    with turn():
+        print(json.dumps(web_search("asked by four at once", max_results=2)["results"]))
+    """
+).format(key=KEY)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_four_processes_asking_at_once_pay_once(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fake = FakeTavily([KEY], clock=time.time)
+    fake.slow_next(0.5, times=None, path="/search")  # the first search is still out...
+    where = (
+        str(tmp_path / "searchfuse.db")
+        if kind == "sqlite"
+        else request.getfixturevalue("redis_url")
+    )
+    ns = uuid.uuid4().hex
+    with fake.serve() as url:
+        start = str(time.time() + 2.0)  # ...when the others ask: they start together
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", AT_ONCE, url, kind, where, ns, start],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), [err for _, err in outputs]
+    assert len({out for out, _ in outputs}) == 1  # the same answer for all four
+    assert len(fake.searches) == 1  # paid once

@@ -187,9 +187,9 @@ def test_two_stores_on_one_file_see_each_others_writes_between_their_own(
 def test_the_wal_is_checkpointed_off_the_search_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from searchfuse.router.state import _sqlite
+    from searchfuse.router.state import _sqlite_file
 
-    monkeypatch.setattr(_sqlite, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(_sqlite_file, "CHECKPOINT_EVERY", 4)
     path = tmp_path / "s.db"
     store = SqliteStore(path)
     for _ in range(20):

@@ -226,3 +226,71 @@ def test_the_next_month_from_a_clock_slightly_ahead_is_kept(opener: Opener) -> N
     state = opener().read(end)
     assert state.month == "2026-02"
     assert state.keys["fp1"].searches == 2
+
+
+def test_a_month_rolled_on_a_clock_ahead_keeps_the_hold_and_cooldown_others_still_see(
+    opener: Opener,
+) -> None:
+    end = 1_769_903_990.0  # 2026-01-31 23:59:50 UTC
+
+    def rate_limited(state: State) -> None:
+        state.key("fp1").park(end, 60.0, "rate_limited")
+        state.key("fp1").searches = 3
+        state.hold("fp1", end + 60.0)
+
+    opener().update(end, rate_limited)
+    # A process whose clock runs 15 minutes ahead: February past the grace, and
+    # the hold over on its clock. It rolls the month...
+    assert opener().update(end + 5 + 15 * 60, bump) == 1
+    # ...and 15 s after the 429, on the right clock, the hold and the cooldown still run.
+    right = end + 15
+    state = opener().read(right)
+    assert state.hold_left(right) == pytest.approx(45.0)
+    assert state.keys["fp1"].cooling(right)
+    grant = opener().update(
+        right, lambda s: acquire(s, "fp2", right, rpm=100, window=60.0, honour_hold=True)
+    )
+    assert (grant.verdict, grant.hold_key) == ("held", "fp1")
+
+
+def test_clocks_more_than_a_month_apart_do_not_reset_each_other_at_every_write(
+    opener: Opener,
+) -> None:
+    right_now = 1_769_860_800.0  # 2026-01-31 12:00 UTC
+    far_now = right_now + 31 * 86400.0  # 2026-03-03: two months on
+    right, far = opener(), opener()
+    counts = [
+        right.update(right_now, bump) if i % 2 == 0 else far.update(far_now, bump) for i in range(8)
+    ]
+    # The month is settled once (the clock ahead is rolled back and then counts
+    # into the month the other keeps); from then on every write adds up.
+    assert counts[3:] == list(range(counts[3], counts[3] + 5)), counts
+    assert right.read(right_now).keys["fp1"].searches == counts[-1]
+
+
+def test_the_shared_cache_evicts_what_expires_soonest_in_every_store(opener: Opener) -> None:
+    store = opener()
+    store.cache_set("long", "kept", NOW + 900, 3)  # written first, expires last
+    for i in range(3):
+        store.cache_set(f"k{i}", str(i), NOW + 100 + i, 3)
+    assert sorted(opener().cache_keys(NOW)) == ["k1", "k2", "long"]
+    assert opener().cache_get("long", NOW) == "kept"
+
+
+def test_one_claim_on_a_cache_entry_at_a_time(opener: Opener) -> None:
+    import time
+
+    from searchfuse.router.state import JsonFileStore
+
+    store, other = opener(), opener()
+    soon = time.time() + 30
+    assert store.cache_claim("k", "first", soon)
+    assert store.cache_claim("k", "first", soon)  # its own claim: still its own
+    single_flight = not isinstance(store, JsonFileStore)  # the JSON file keeps no claims
+    assert other.cache_claim("k", "second", soon) is not single_flight
+    store.cache_release("k", "second")  # not its claim: nothing happens
+    assert other.cache_claim("k", "third", soon) is not single_flight
+    store.cache_release("k", "first")
+    assert other.cache_claim("k", "second", soon)  # released: free again
+    assert store.cache_claim("gone", "first", time.time() - 1)  # claims that ran out...
+    assert other.cache_claim("gone", "second", soon)  # ...are free

@@ -6,7 +6,8 @@
 - `None`: [`MemoryStore`][searchfuse.router.MemoryStore], this process only;
 - a [`Store`][searchfuse.router.Store] object: that store;
 - `redis://`, `rediss://`, `unix://` URLs (scheme in any case): `RedisStore`,
-  shared by every process on every host that names it; any other URL-like
+  shared by every process on every host that names it with the same keys
+  (or the same `?namespace=`); any other URL-like
   value (`reddis://`, `http://`, `sqlite:///`, `:memory:`) or a blank one is a
   ConfigError, never a local file;
 - a path ending in `.json`: [`JsonFileStore`][searchfuse.router.JsonFileStore];
@@ -22,12 +23,13 @@ FIFO, a device or a missing folder is a ConfigError; nothing is created).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
 from searchfuse.router.state._codec import STATE_VERSION
 from searchfuse.router.state._events import MAX_EVENTS, Event, EventKind
+from searchfuse.router.state._fleet import cache_scope, fleet_namespace, split_namespace
 from searchfuse.router.state._grant import Charge, Grant, acquire
 from searchfuse.router.state._json import JsonFileStore
 from searchfuse.router.state._memory import MemoryStore
@@ -35,7 +37,7 @@ from searchfuse.router.state._month import month_of
 from searchfuse.router.state._paths import redis_url
 from searchfuse.router.state._records import AccountUsage, Availability, KeyState, KeyUsage, State
 from searchfuse.router.state._ring import Ring
-from searchfuse.router.state._skill import KeySlot
+from searchfuse.router.state._skill import KeySlot, key_slots
 
 if TYPE_CHECKING:
     from searchfuse.router.state._redis import RedisStore
@@ -62,7 +64,9 @@ __all__ = [
     "Store",
     "TxState",
     "acquire",
+    "cache_scope",
     "month_of",
+    "open_owned",
     "open_store",
 ]
 
@@ -80,19 +84,27 @@ def __getattr__(name: str) -> Any:
 
 
 def open_store(
-    state: Store | str | os.PathLike[str] | None, *, key_order: Sequence[KeySlot] | None = None
+    state: Store | str | os.PathLike[str] | None,
+    *,
+    fleet: Iterable[str] = (),
+    key_order: Sequence[KeySlot] | None = None,
 ) -> Store:
     """The store a `state=` value names (see the module docstring).
 
-    `key_order`: the configured keys in the keys file's order, which a file store
-    matches the original skill's records by position against."""
+    `fleet`: the fingerprints of the router's keys. A Redis URL without a
+    `?namespace=` keeps the records under this key set's own namespace, so
+    fleets with other keys on the same server never hold or reset each other
+    (see `state/_fleet.py`). `key_order`: the configured keys in the keys file's
+    order, which a file store matches the original skill's records by position
+    against."""
     if state is None:
         return MemoryStore()
     url = redis_url(state) if isinstance(state, str) else None
     if url is not None:
-        from searchfuse.router.state._redis import RedisStore
+        from searchfuse.router.state._redis import RedisStore, redacted_url
 
-        return RedisStore(url)
+        named = split_namespace(url, redacted_url(url))[1]
+        return RedisStore(url, namespace=named or fleet_namespace(fleet))
     if isinstance(state, str | os.PathLike):
         if os.fspath(state).endswith(".json"):
             return JsonFileStore(state, key_order=key_order)
@@ -106,3 +118,18 @@ def open_store(
             "`grant` and `blocking`)"
         )
     return state
+
+
+def open_owned(
+    state: Store | str | os.PathLike[str] | None, keys: Sequence[Any] = ()
+) -> tuple[Store, Callable[[], None]]:
+    """The store `state` names for a router holding `keys` (its fleet, and the order
+    the original skill's records are matched by), and how to close it: a router
+    closes the store it opened, never one it was given."""
+    fleet = [k.fingerprint for k in keys]
+    store = open_store(state, fleet=fleet, key_order=key_slots(keys))
+    return store, (store.close if store is not state else _keep_open)
+
+
+def _keep_open() -> None:
+    return None

@@ -9,10 +9,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._events import MAX_EVENTS, Event, changed_events, event_to_fields
 from searchfuse.router.state._grant import Charge, Grant, acquire
-from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._pacing import RingLog, take_slot
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
 from searchfuse.router.state._ring import Ring
-from searchfuse.router.state._trust import clamp_slots, newest_ring
 
 __all__ = ["Changes", "Store", "TxState"]
 
@@ -57,6 +56,11 @@ class Store(Protocol):
     demand, so `change` reaches them through `state.key()`,
     `state.account()` and `state.take()`. The shared cache keeps JSON text
     under string keys with an expiry time on the router's clock.
+
+    What the state means is written once above the backends: the month
+    (`_month`), the pacing decision (`_pacing`), the grant (`_grant`), cache
+    eviction (`_eviction`); a backend gives them primitives (see
+    docs/architecture.md, "Where a new store goes").
 
     Four members have defaults, inherited by a store that subclasses `Store`:
     `grant` (the pacing decision as one `update`; a store may make it more
@@ -118,6 +122,18 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and files."""
         ...
+
+    def cache_claim(self, key: str, owner: str, until: float) -> bool:
+        """Claim the search for cache entry `key` for `owner` until `until` (wall-clock
+        seconds: processes race in real time, whatever their routers' clocks say);
+        True when `owner` holds the claim now (it was free, expired, or its own).
+        The others wait for the entry instead of paying for the same search. A store
+        without claims says True: every process searches (no single flight)."""
+        return True
+
+    def cache_release(self, key: str, owner: str) -> None:
+        """End `owner`'s claim on `key` (its entry is written, or will not be)."""
+        return None
 
     def events(self, limit: int = 50) -> list[Event]:
         """The newest `limit` events of the log (429s, cooldowns, holds, moves down
@@ -261,17 +277,9 @@ class TxState(State):
         return super().account(account_id)
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
-        before = self.rings.get(name)
-        clamped = False
-        if before is not None:
-            if before.size != limit:
-                # Resized from the times really kept, never from the stored size.
-                self.rings[name] = newest_ring(name, before.slots, limit, now)
-            else:
-                clamped = clamp_slots(before, name, now)
-        wait = super().take(name, limit, window, now)
-        if wait <= 0 or clamped or self.rings.get(name) is not before:
-            self.rings_changed = True
+        log = RingLog(self.rings)
+        wait = take_slot(log, name, limit, window, now)
+        self.rings_changed = self.rings_changed or log.changed
         return wait
 
     def changed(self) -> bool:
@@ -323,12 +331,3 @@ class TxState(State):
 def logged(log: list[dict[str, Any]], events: list[Event]) -> list[dict[str, Any]]:
     """`log` (stored events, oldest first) with `events` added, the oldest dropped."""
     return (log + [event_to_fields(e) for e in events])[-MAX_EVENTS:]
-
-
-def current_month(state: State | None, now: float) -> State:
-    """`state` as of `now`: in a new month usage resets, while running cooldowns
-    and a running hold are kept (see `rolled` and `rollover`)."""
-    if state is None:
-        return State(month=month_of(now))
-    month = rollover(state.month, now)
-    return state if month is None else rolled(state, month, now)

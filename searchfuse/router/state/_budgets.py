@@ -2,8 +2,15 @@
 
 A *tally* is how much of one budget's unit one spender used in one period:
 `Tally(period, used)` under a name such as `conversation:c-42:searches:`.
-A tally whose `period` is not the current one counts as zero, so a period
+A tally of an earlier period than the current one counts as zero, so a period
 resets without anyone writing (a new UTC day or month).
+
+The fleet's period is the latest any process has charged. A process whose
+clock is a little behind (still 23:59:59 when another has passed midnight)
+counts in the later period it finds, instead of writing its own period over
+it: otherwise two clocks a second apart would reset each other's tally at
+every search until both had passed the boundary, and serve far more than the
+limit. Labels (`2026-12-03`, `2026-12`) sort as their periods do.
 
 Tallies are bounded: each carries `expires`, after which it counts as zero
 and any store may drop it (Redis by its TTL, the others when a new tally is
@@ -41,7 +48,6 @@ __all__ = [
     "over",
     "period_end",
     "period_of",
-    "used",
 ]
 
 #: Spend that floating point loses adding prices (a thousand 0.008 USD searches).
@@ -58,8 +64,9 @@ class Tally:
     expires: float | None = None
 
     def live(self, period: str, now: float | None = None) -> bool:
-        """Whether this tally still counts for `period` at `now`."""
-        return self.period == period and (now is None or self.expires is None or now < self.expires)
+        """Whether this tally still counts for a process in `period` at `now`: it is
+        of that period or a later one (another process's clock is ahead), unexpired."""
+        return self.period >= period and (now is None or self.expires is None or now < self.expires)
 
 
 @dataclass(frozen=True)
@@ -126,15 +133,6 @@ def live_tallies(tallies: Mapping[str, Tally], now: float, prefix: str = "") -> 
     }
 
 
-def used(state: State, name: str, period: str, now: float | None = None) -> float:
-    """What tally `name` holds for `period` at `now` (0.0 for another period, an
-    expired tally, or none)."""
-    tally = state.tally(name)
-    if tally is None or not tally.live(period, now):
-        return 0.0
-    return tally.used
-
-
 def _kept(line: Line, tally: Tally | None) -> float | None:
     """The expiry a tally gets when `line` is charged or refused: never earlier than
     it had (two budgets sharing a tally keep the later one)."""
@@ -151,11 +149,21 @@ def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line 
     into a new budget (whichever budget refused it).
     """
     for line in lines:
-        spent = used(state, line.name, line.period, now)
+        tally = state.tally(line.name)
+        live = tally if tally is not None and tally.live(line.period, now) else None
+        spent = live.used if live is not None else 0.0
         if spent + line.amount > line.limit + _SLACK:
             _touch(state, lines, now)
-            return replace(line, used=spent)
+            return _in(line, live, spent)
     return None
+
+
+def _in(line: Line, tally: Tally | None, used: float) -> Line:
+    """`line` with `used`, counted in `tally`'s period: a later one than the line's
+    own when another process's clock is ahead (then it also resets when that ends)."""
+    if tally is None or tally.period == line.period:
+        return replace(line, used=used)
+    return replace(line, period=tally.period, resets_at=period_end(tally.period), used=used)
 
 
 def _touch(state: State, lines: Sequence[Line], now: float | None) -> None:
@@ -177,15 +185,17 @@ def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tup
     out, done = [], set()
     for line in lines:
         tally = state.tally(line.name)
-        spent = used(state, line.name, line.period, now)
+        live = tally if tally is not None and tally.live(line.period, now) else None
+        spent = live.used if live is not None else 0.0
         if line.name not in done:
             done.add(line.name)
             if tally is None and now is not None:
                 state.forget_tallies(now)
             spent += line.amount
-            live = tally if tally is not None and tally.live(line.period, now) else None
-            state.set_tally(line.name, Tally(line.period, spent, _kept(line, live)))
-        out.append(replace(line, used=spent))
+            period = live.period if live is not None else line.period
+            live = Tally(period, spent, _kept(line, live))
+            state.set_tally(line.name, live)
+        out.append(_in(line, live, spent))
     return tuple(out)
 
 
@@ -193,7 +203,8 @@ def adjust(state: State, lines: Sequence[Line], deltas: Sequence[float]) -> None
     """Add `deltas[i]` to line `i`'s tally (negative: give back), never below zero.
 
     A tally that moved on to a new period since the charge is left alone: the
-    give-back belongs to the period that was charged, which is over.
+    give-back belongs to the period that was charged, which is over. (A charge
+    counted in another process's later period comes back naming that period.)
     """
     done = set()
     for line, delta in zip(lines, deltas, strict=True):

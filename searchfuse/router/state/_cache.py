@@ -17,14 +17,17 @@ import json
 import logging
 import re
 import threading
+import time
+import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, MutableMapping
 from enum import Enum
 from typing import Any
 
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Store
+from searchfuse.router.state._fleet import cache_scope
 
-__all__ = ["SharedCache", "stable_key"]
+__all__ = ["SharedCache", "cache_scope", "stable_key"]
 
 log = logging.getLogger("searchfuse.cache")
 
@@ -59,14 +62,17 @@ def _encode(value: Any) -> Any:
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 
 
-def stable_key(key: Hashable) -> str:
+def stable_key(key: Hashable, scope: str = "") -> str:
     """`key` (a guard cache key: tuples of plain values) as text that is the same
     in every process. Not `hash()`: that is randomised per process for strings.
+    `scope` (see `cache_scope`) is part of it: where the answers come from.
 
     Raises `TypeError` for a key part with no stable text (an object whose
     `repr` shows its address): such a call is not shared.
     """
     text = json.dumps(_encode(key), sort_keys=True, separators=(",", ":"))
+    if scope:
+        text = f"{scope}\n{text}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
@@ -106,6 +112,11 @@ def _on_event_loop() -> bool:
     return True
 
 
+#: The longest a miss waits for another process searching for the same entry, and
+#: how long a claim on that search lasts (real seconds; a router passes the
+#: smaller of this and its call deadline).
+FLIGHT_WAIT = 10.0
+
 #: The longest `ttl` a shared cache takes (ten years, in seconds).
 MAX_TTL = 10 * 365 * 86400.0
 #: The most entries a shared cache takes.
@@ -117,10 +128,14 @@ class SharedCache(MutableMapping[Hashable, Any]):
     seconds.
 
     Iterating yields the stored (hashed) keys; `del` and `in` take either
-    form. A store that cannot be reached reads as a miss and skips the write
-    (with a warning): a served result always reaches the caller. Reads never
-    wait for a writer (WAL, Redis); a write made on an event loop goes to a
-    background thread, so the loop never waits on another process's lock.
+    form. Single flight across processes: a miss claims the entry's search in
+    the store; another process missing the same entry meanwhile waits for it
+    (at most `wait` seconds, never on an event loop) instead of paying for the
+    same search, and searches itself if the claimer gave up. A store that
+    cannot be reached reads as a miss and skips the write (with a warning): a
+    served result always reaches the caller. Reads never wait for a writer
+    (WAL, Redis); a write made on an event loop goes to a background thread,
+    so the loop never waits on another process's lock.
     """
 
     def __init__(
@@ -131,6 +146,8 @@ class SharedCache(MutableMapping[Hashable, Any]):
         maxsize: int,
         timer: Callable[[], float],
         scrub: Callable[[str], str] | None = None,
+        scope: str = "",
+        wait: float = FLIGHT_WAIT,
     ) -> None:
         if (
             isinstance(ttl, bool)
@@ -154,6 +171,12 @@ class SharedCache(MutableMapping[Hashable, Any]):
         self.ttl = float(ttl)
         self.maxsize = int(maxsize)
         self.timer = timer
+        #: Where the answers come from (`cache_scope`): part of every entry's name.
+        self.scope = scope
+        self.wait = max(0.0, float(wait))
+        #: This cache's name on its claims, and the entries it claimed and owes.
+        self._owner = uuid.uuid4().hex
+        self._claimed: set[str] = set()
         # A page that echoes a key is stored (and served to the next caller)
         # with the key masked: the store is shared, and it is not a keys file.
         self.scrub = scrub
@@ -166,11 +189,10 @@ class SharedCache(MutableMapping[Hashable, Any]):
     def __repr__(self) -> str:
         return f"SharedCache({self.store!r}, ttl={self.ttl:g}, maxsize={self.maxsize})"
 
-    @staticmethod
-    def _name(key: Hashable) -> str:
+    def _name(self, key: Hashable) -> str:
         if isinstance(key, str) and len(key) == 40 and all(c in "0123456789abcdef" for c in key):
             return key  # already a stored key (from iteration)
-        return stable_key(key)
+        return stable_key(key, self.scope)
 
     def __getitem__(self, key: Hashable) -> Any:
         try:
@@ -186,9 +208,62 @@ class SharedCache(MutableMapping[Hashable, Any]):
         except StoreUnavailable as exc:
             log.warning("shared cache unavailable, reading as a miss: %s", exc)
             raise KeyError(key) from None
+        if raw is None and self.wait > 0 and not _on_event_loop():
+            # (On an event loop nothing waits, nor writes a claim: the call searches.)
+            raw = self._single_flight(name)
         if raw is None:
             raise KeyError(key)
         return json.loads(raw)
+
+    def __contains__(self, key: object) -> bool:
+        # A look, not a lookup before a search: no claim, no waiting.
+        try:
+            name = self._name(key)  # type: ignore[arg-type,unused-ignore]
+            with self._pending_lock:
+                pending = self._pending.get(name)
+            if pending is not None and pending[1] > self.timer():
+                return True
+            return self.store.cache_get(name, self.timer()) is not None
+        except (TypeError, StoreUnavailable):
+            return False
+
+    def _single_flight(self, name: str) -> str | None:
+        """After a miss: claim the search for `name` (`None`: the caller searches), or
+        wait for the entry of the process that claimed it."""
+        try:
+            if self._claim(name):
+                return None
+            end = time.monotonic() + self.wait
+            pause = 0.005
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.1)
+                raw = self.store.cache_get(name, self.timer())
+                if raw is not None:
+                    return raw
+                if self._claim(name):
+                    return None  # the claimer gave up (failed, or its claim ran out)
+        except StoreUnavailable as exc:
+            log.warning("shared cache unavailable, searching: %s", exc)
+        return None
+
+    def _claim(self, name: str) -> bool:
+        if not self.store.cache_claim(name, self._owner, time.time() + self.wait):
+            return False
+        with self._pending_lock:
+            self._claimed.add(name)
+        return True
+
+    def _release(self, name: str) -> None:
+        """The claimed entry is written (or will not be): others stop waiting."""
+        with self._pending_lock:
+            if name not in self._claimed:
+                return
+            self._claimed.discard(name)
+        try:
+            self.store.cache_release(name, self._owner)
+        except StoreUnavailable as exc:
+            log.warning("shared cache unavailable, claim left to run out: %s", exc)
 
     def __setitem__(self, key: Hashable, value: Any) -> None:
         # The guard serves a value it cannot cache uncached (cachetools does the same
@@ -201,9 +276,11 @@ class SharedCache(MutableMapping[Hashable, Any]):
             text = json.dumps(value, allow_nan=False)
             faithful = _same(value, json.loads(text))
         except (TypeError, ValueError, RecursionError) as exc:
+            self._release(name)
             raise ValueError(f"not JSON, cannot be shared: {exc}") from None
         if not faithful:
             # {1: ("a", "b")} would come back as {"1": ["a", "b"]}: another value.
+            self._release(name)
             raise ValueError("does not come back from JSON unchanged, cannot be shared")
         if self.scrub is not None:
             # A key is letters, digits, `-` and `_`: masking it in the JSON text
@@ -241,6 +318,7 @@ class SharedCache(MutableMapping[Hashable, Any]):
                 raise  # the caller logs it and serves the result uncached
             log.warning("shared cache write failed, result not cached: %r", exc)
         finally:
+            self._release(name)
             if entry is not None:
                 with self._pending_lock:
                     if self._pending.get(name) is entry:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from searchfuse._format import amount
 from searchfuse.router.state import _budgets as budgets
 from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._events import Event, EventKind
@@ -85,7 +86,8 @@ def acquire(
         refused = budgets.over(state, spend, now)
         if refused is not None:
             wait = refused.wait(now)
-            detail = f"budget {refused.name}: {refused.used:g} of {refused.limit:g} used"
+            used, limit = amount(refused.used), amount(refused.limit)
+            detail = f"budget {refused.name}: {used} of {limit} used"
             until = refused.resets_at
             state.note(Event(now, EventKind.BUDGET, None, fp, detail, until and wait, until))
             return Grant("budget", wait, over=refused)

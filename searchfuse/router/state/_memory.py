@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._events import Event, event_from_fields, newest
-from searchfuse.router.state._month import month_of, rolled, rollover
+from searchfuse.router.state._eviction import evicted
+from searchfuse.router.state._month import Months, month_of, rolled
 from searchfuse.router.state._records import State, copied
 
 __all__ = ["MemoryStore"]
@@ -31,12 +33,14 @@ class MemoryStore(Store):
         self._revs: dict[str, int] = {}
         self._epoch = 0
         self._cache: dict[str, tuple[str, float]] = {}
+        self._months = Months()
+        self._claims: dict[str, tuple[str, float]] = {}
 
     def __repr__(self) -> str:
         return "MemoryStore()"
 
     def _current(self, now: float) -> State:
-        month = rollover(self._state.month, now)
+        month = self._months.rollover(self._state.month, now)
         if month is not None:
             # Usage resets; running cooldowns, the hold and pacing logs live on.
             self._state = rolled(self._state, month, now)
@@ -97,11 +101,8 @@ class MemoryStore(Store):
     def clear(self, now: float) -> None:
         with self._lock:
             # Budgets count money spent, which forgetting key state does not give back.
-            # Nor does it undo what happened: the event log stays.
-            old = self._state
-            self._state = State(
-                month=month_of(now), rings=old.rings, tallies=old.tallies, events=old.events
-            )
+            # Nor does it undo what happened: the event log stays (see `start_month`).
+            self._state = rolled(self._state, month_of(now), now, keep=False)
             self._revs.clear()
             self._epoch += 1
 
@@ -136,9 +137,8 @@ class MemoryStore(Store):
     ) -> None:
         with self._lock:
             self._cache.pop(key, None)
-            while self._cache and len(self._cache) >= maxsize:
-                # Oldest first: insertion order is write order.
-                del self._cache[next(iter(self._cache))]
+            for gone in evicted({k: e for k, (_, e) in self._cache.items()}, maxsize):
+                del self._cache[gone]
             self._cache[key] = (value, expires_at)
 
     def cache_delete(self, key: str) -> None:
@@ -148,6 +148,19 @@ class MemoryStore(Store):
     def cache_keys(self, now: float) -> list[str]:
         with self._lock:
             return [k for k, (_, exp) in self._cache.items() if exp > now]
+
+    def cache_claim(self, key: str, owner: str, until: float) -> bool:
+        with self._lock:
+            held = self._claims.get(key)
+            if held is None or held[0] == owner or held[1] <= time.time():
+                self._claims[key] = (owner, until)
+                return True
+            return False
+
+    def cache_release(self, key: str, owner: str) -> None:
+        with self._lock:
+            if self._claims.get(key, ("",))[0] == owner:
+                del self._claims[key]
 
     def close(self) -> None:
         return None

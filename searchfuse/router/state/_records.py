@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from searchfuse.router.state._budgets import Tally
+from searchfuse.router.state._pacing import RingLog, take_slot
 from searchfuse.router.state._ring import Ring
 
 if TYPE_CHECKING:
@@ -267,8 +268,9 @@ class State:
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
         """Count one event in pacing log `name` if at most `limit` then fall in any
-        `window` seconds; returns 0.0 when counted, else the seconds until it would fit."""
-        return self.ring(name, limit).take(window, now)
+        `window` seconds; returns 0.0 when counted, else the seconds until it would fit
+        (the decision is `_pacing.take_slot`, the same in every store)."""
+        return take_slot(RingLog(self.rings), name, limit, window, now)
 
     def tally(self, name: str) -> Tally | None:
         """Budget tally `name` (`None`: never counted)."""

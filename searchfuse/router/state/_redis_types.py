@@ -12,12 +12,13 @@ import logging
 import re
 from typing import Any
 
-__all__ = ["expected_types", "reset_wrong_types", "wrong_type"]
+__all__ = ["RedisNames", "expected_types", "glob_escape", "reset_wrong_types", "wrong_type"]
 
 log = logging.getLogger("searchfuse.state")
 
 #: Fixed keys (after the namespace and a colon) and their Redis types.
 FIXED = {
+    "born": "string",
     "month": "string",
     "seq": "string",
     "epoch": "string",
@@ -27,8 +28,20 @@ FIXED = {
     "events": "list",
 }
 #: Families of keys by prefix (after the namespace and a colon).
-FAMILIES = {"k:": "hash", "a:": "hash", "ring:": "hash", "c:": "string"}
+FAMILIES = {
+    "k:": "hash",
+    "a:": "hash",
+    "ring:": "hash",
+    "t:": "hash",
+    "c:": "string",
+    "claim:": "string",
+}
 _GLOB = re.compile(r"([\\*?\[\]])")
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a Redis glob pattern matching only itself."""
+    return _GLOB.sub(r"\\\1", text)
 
 
 def wrong_type(exc: BaseException) -> bool:
@@ -89,3 +102,52 @@ def reset_wrong_types(client: Any, ns: str) -> list[str]:
             pipe.incr(f"{ns}:epoch")
             pipe.execute()
     return [name for name, _, _ in bad]
+
+
+class RedisNames:
+    """The names of a namespace's Redis keys (`ns`: the namespace)."""
+
+    ns: str
+
+    def k(self, fp: str) -> str:
+        return f"{self.ns}:k:{fp}"
+
+    def a(self, name: str) -> str:
+        return f"{self.ns}:a:{name}"
+
+    def ring_key(self, name: str) -> str:
+        return f"{self.ns}:ring:{name}"
+
+    def tally_key(self, name: str) -> str:
+        return f"{self.ns}:t:{name}"
+
+    @property
+    def month_key(self) -> str:
+        return f"{self.ns}:month"
+
+    @property
+    def hold_key(self) -> str:
+        return f"{self.ns}:hold"
+
+    @property
+    def seq_key(self) -> str:
+        return f"{self.ns}:seq"
+
+    @property
+    def epoch_key(self) -> str:
+        return f"{self.ns}:epoch"
+
+    @property
+    def events_key(self) -> str:
+        return f"{self.ns}:events"
+
+    @property
+    def revs_key(self) -> str:
+        return f"{self.ns}:revs"
+
+    def _cache(self, key: str) -> str:
+        return f"{self.ns}:c:{key}"
+
+    @property
+    def _cache_index(self) -> str:
+        return f"{self.ns}:cache"

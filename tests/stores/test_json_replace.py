@@ -1,12 +1,10 @@
-"""The JSON store writes its file in place: whole after every write, after a kill, to
-the file that is there now, private, and never over a file that is not state."""
+"""The JSON store replaces its file whole on every write: whole for every reader
+(with the lock or without), after a kill, private, and never over a file that is
+not state."""
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
-import logging
 import multiprocessing
 import os
 import signal
@@ -17,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from searchfuse.errors import ConfigError, StoreUnavailable
-from searchfuse.router.state import JsonFileStore, State, _json
+from searchfuse.errors import ConfigError
+from searchfuse.router.state import JsonFileStore, State, _json_lock, _json_text
 
 NOW = 1_768_478_400.0
 
@@ -41,61 +39,31 @@ def fill(n: int, width: int = 40) -> Any:
     return change
 
 
-def parses_with_only_whitespace_after(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    data = json.loads(raw)  # the whole file, padding and all
-    end = raw.rindex(b"}") + 1
-    assert raw[end:].strip() == b""
-    return data  # type: ignore[no-any-return]
-
-
-def test_writes_are_in_place_and_the_file_stays_private(tmp_path: Path) -> None:
+def test_every_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
     path = tmp_path / "state" / "quota.json"
     store = JsonFileStore(path)
-    store.update(NOW, bump)  # creates the file: temp file and rename
+    store.update(NOW, bump)
     created = path.stat()
     assert stat.S_IMODE(created.st_mode) == 0o600
     for _ in range(5):
         store.update(NOW, bump)
     after = path.stat()
-    assert after.st_ino == created.st_ino  # written in place, not replaced
+    assert after.st_ino != created.st_ino  # a new file, renamed over the old one
     assert stat.S_IMODE(after.st_mode) == 0o600
     assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 6
     # Nothing else beside it but the lock file (no temp file left behind).
     assert sorted(p.name for p in path.parent.iterdir()) == ["quota.json", "quota.json.lock"]
 
 
-def test_a_shorter_state_after_a_longer_one_leaves_valid_json(tmp_path: Path) -> None:
+def test_a_shorter_state_after_a_longer_one_is_exactly_the_new_text(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
     store = JsonFileStore(path)
     store.update(NOW, fill(30))
     long = path.stat().st_size
-    # A little shorter: padded with spaces, one write.
-    store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", None))
-    assert path.stat().st_size == long
-    data = parses_with_only_whitespace_after(path)
-    assert data["keys"]["fp0000"]["last_error"] is None
-    # Much shorter: the padding would be large, so the file is cut to size.
     store.clear(NOW)
-    assert path.stat().st_size < long - _json.MAX_PADDING
-    assert parses_with_only_whitespace_after(path)["keys"] == {}
+    assert path.stat().st_size < long / 2
+    assert json.loads(path.read_bytes())["keys"] == {}
     assert JsonFileStore(path).read(NOW).keys == {}
-
-
-def test_padding_does_not_make_an_equal_state_look_changed(tmp_path: Path) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(3))
-    store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", None))
-    padded = path.read_bytes()
-    assert padded.endswith(b" ")
-    reader = JsonFileStore(path)
-    token = reader.changes(NOW, None).token
-    assert store.changes(NOW, token).keys == {}  # the writer's bytes, the reader's token
-    # The same state without the padding (as a temp-file write leaves it) is no change.
-    path.write_bytes(padded.rstrip() + b"\n")
-    assert not reader.changes(NOW, token).complete
-    assert reader.changes(NOW, token).keys == {}
 
 
 def test_changes_name_only_the_records_another_handle_changed(tmp_path: Path) -> None:
@@ -112,27 +80,19 @@ def test_changes_name_only_the_records_another_handle_changed(tmp_path: Path) ->
     assert store.read(NOW).keys["fp0002"].searches == 7
 
 
-def test_a_file_replaced_by_rename_between_writes_is_the_one_written(tmp_path: Path) -> None:
+def test_a_file_replaced_by_rename_between_writes_is_the_one_read_next(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
     store = JsonFileStore(path)
     store.update(NOW, bump)
-    old = os.open(path, os.O_RDONLY)  # the inode about to be orphaned
-    try:
-        # Another process (an older searchfuse, say) replaces the file by rename.
-        other = json.loads(path.read_bytes())
-        other["keys"]["fp1"]["searches"] = 40
-        tmp = tmp_path / ".quota.json.other.tmp"
-        tmp.write_bytes(json.dumps(other).encode())
-        tmp.chmod(0o600)
-        os.replace(tmp, path)
-        replaced = path.stat().st_ino
-        orphan = os.pread(old, 1 << 16, 0)
-        assert store.update(NOW, bump) == 41
-        assert path.stat().st_ino == replaced  # written in place, into the new file
-        assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 41
-        assert os.pread(old, 1 << 16, 0) == orphan  # the orphan was not written
-    finally:
-        os.close(old)
+    # Another process (an older searchfuse, say) replaces the file by rename.
+    other = json.loads(path.read_bytes())
+    other["keys"]["fp1"]["searches"] = 40
+    tmp = tmp_path / ".quota.json.other.tmp"
+    tmp.write_bytes(json.dumps(other).encode())
+    tmp.chmod(0o600)
+    os.replace(tmp, path)
+    assert store.update(NOW, bump) == 41
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 41
 
 
 def test_a_file_replaced_inside_a_transaction_is_replaced_only_if_it_is_state(
@@ -197,121 +157,43 @@ def test_a_state_file_with_another_mode_is_rewritten_private(tmp_path: Path) -> 
     assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
 
 
-def test_readers_wait_for_a_writer_within_the_bound(tmp_path: Path) -> None:
+def test_readers_never_wait_for_a_writer(tmp_path: Path) -> None:
+    import fcntl
+
+    from searchfuse.errors import StoreUnavailable
+
     path = tmp_path / "quota.json"
     store = JsonFileStore(path, lock_timeout=0.05)
     store.update(NOW, bump)
     fd = os.open(str(path) + ".lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a writer in another process
-        with pytest.raises(StoreUnavailable, match=r"held its lock for more than 0\.05 s"):
-            store.read(NOW)
-        with pytest.raises(StoreUnavailable):
-            store.changes(NOW, None)
-        fcntl.flock(fd, fcntl.LOCK_SH)  # another reader: readers share
         assert store.read(NOW).keys["fp1"].searches == 1
+        assert store.changes(NOW, None).keys["fp1"].searches == 1
         assert store.cache_get("k", NOW) is None
-        with pytest.raises(StoreUnavailable):
-            store.update(NOW, bump)  # a writer waits for readers
+        with pytest.raises(StoreUnavailable, match=r"held its lock for more than 0\.05 s"):
+            store.update(NOW, bump)  # writers wait for each other, within the bound
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
     assert store.update(NOW, bump) == 2
 
 
-def test_without_flock_writes_replace_the_file(
+def test_without_flock_the_store_works_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from searchfuse.router.state import _json
+
     monkeypatch.setattr(
-        _json, "_process_lock", lambda path, timeout: _json._FileLockLock(path, timeout)
+        _json, "process_lock", lambda path, timeout: _json_lock._FileLockLock(path, timeout)
     )
     path = tmp_path / "quota.json"
     store = JsonFileStore(path)
     store.update(NOW, bump)
-    first = path.stat().st_ino
     store.update(NOW, fill(3))
-    assert path.stat().st_ino != first  # a temp file and a rename, as before
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     state = store.read(NOW)
     assert state.keys["fp1"].searches == 1 and state.keys["fp0002"].searches == 1
-
-
-class Killed(BaseException):
-    """The process dies here."""
-
-
-def die_in_write(monkeypatch: pytest.MonkeyPatch, keep: int | None) -> None:
-    """The next in-place write stops after the journal and `keep` bytes of the file
-    (None: before the file), as a process killed in the middle of it."""
-    real = _json._pwrite_all
-    calls: list[int] = []
-
-    def cut_short(fd: int, data: bytes) -> None:
-        calls.append(len(data))
-        if len(calls) == 1:
-            real(fd, data)  # the journal, whole
-            return
-        if keep is not None:
-            os.pwrite(fd, data[:keep], 0)  # the kernel stopped between pages
-        monkeypatch.setattr(_json, "_pwrite_all", real)
-        raise Killed
-
-    monkeypatch.setattr(_json, "_pwrite_all", cut_short)
-
-
-def test_a_write_cut_short_is_read_from_the_journal_and_completed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(60, width=200))  # several pages
-    assert path.stat().st_size > 3 * 4096
-    die_in_write(monkeypatch, keep=4096)
-    with pytest.raises(Killed):
-        store.update(NOW, fill(60, width=210))
-    torn = path.read_bytes()
-    assert b"x" * 210 in torn[:4096] and b"x" * 210 not in torn[4096:]  # new page, old rest
-    with caplog.at_level(logging.WARNING, logger="searchfuse.state"):
-        state = JsonFileStore(path).read(NOW)
-    assert all(ks.searches == 2 and ks.last_error == "x" * 210 for ks in state.keys.values())
-    assert len(state.keys) == 60
-    assert "did not finish" in caplog.text
-    JsonFileStore(path).update(NOW, bump)
-    data = json.loads(path.read_bytes())  # completed
-    assert data["keys"]["fp1"]["searches"] == 1
-    assert data["keys"]["fp0059"]["last_error"] == "x" * 210
-
-
-def test_a_write_killed_before_the_file_leaves_the_state_before_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(60, width=200))
-    before = path.read_bytes()
-    die_in_write(monkeypatch, keep=None)
-    with pytest.raises(Killed):
-        store.update(NOW, lambda s: setattr(s.key("fp0000"), "last_error", "changed"))
-    assert path.read_bytes() == before
-    # The first page differs from the journal's: the file is read as it is.
-    assert JsonFileStore(path).read(NOW).keys["fp0000"].last_error == "x" * 200
-
-
-def test_a_journal_never_applies_to_a_file_that_replaced_the_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(60, width=200))
-    die_in_write(monkeypatch, keep=4096)
-    with pytest.raises(Killed):
-        store.update(NOW, fill(60, width=210))
-    keys_file = b'{"version": 2, "keys": [{"key": "tvly-dev-test0001"}]}'
-    (tmp_path / "new").write_bytes(keys_file)
-    os.replace(tmp_path / "new", path)
-    with pytest.raises(ConfigError, match="keys file"):
-        JsonFileStore(path)
-    assert path.read_bytes() == keys_file
 
 
 # -- several processes --------------------------------------------------------------
@@ -397,6 +279,40 @@ def test_a_writer_killed_at_any_moment_leaves_a_readable_file(tmp_path: Path) ->
         assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == fp1
 
 
+def _plain_read_loop(path: str, done: Any, out: Any) -> None:
+    """Read the file as a person's script does: no lock, no searchfuse."""
+    seen = torn = 0
+    while not done.is_set() or seen == 0:
+        try:
+            data = json.loads(Path(path).read_bytes())
+            if data["keys"]["fp1"]["searches"] != data["keys"]["fp2"]["searches"]:
+                torn += 1
+        except (ValueError, KeyError):
+            torn += 1
+        seen += 1
+    out.put((seen, torn))
+
+
+def test_a_reader_without_the_lock_never_sees_a_torn_file(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    _write_loop(str(path), 1)
+    ctx = multiprocessing.get_context("fork")
+    done, out = ctx.Event(), ctx.Queue()
+    readers = [ctx.Process(target=_plain_read_loop, args=(str(path), done, out)) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    writers = [ctx.Process(target=_write_loop, args=(str(path), 150)) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=60)
+    done.set()
+    results = [out.get(timeout=60) for _ in readers]
+    for reader in readers:
+        reader.join(timeout=10)
+    assert all(seen > 0 and torn == 0 for seen, torn in results), results
+
+
 def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path: Path) -> None:
     from searchfuse.router.state import MemoryStore, acquire
     from searchfuse.router.state._codec import state_to_json
@@ -427,65 +343,15 @@ def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path
         full = state_to_json(want)
         if i >= 9:
             full["cache"] = {"q": ['{"answer": 1}', NOW + 600]}
-        made = _json._dumps(full).encode().rstrip()
+        made = _json_text._dumps(full).encode().rstrip()
         assert raw.rstrip() == made
 
 
-def test_the_lock_file_that_keeps_the_journal_is_private(tmp_path: Path) -> None:
+def test_the_lock_file_is_private(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
     lock = tmp_path / "quota.json.lock"
     lock.write_bytes(b"")
-    lock.chmod(0o644)  # as an older version's lock may be
+    lock.chmod(0o644)  # as an older version's lock may be (it kept a copy of the state)
     store = JsonFileStore(path)
     store.update(NOW, bump)
-    store.update(NOW, bump)  # in place: the journal is in the lock file
-    assert b'"fp1"' in lock.read_bytes()
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
-
-
-def test_a_short_write_is_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(20))
-    real = os.pwrite
-    sizes: list[int] = []
-
-    def at_most_1000(fd: int, data: Any, offset: int) -> int:
-        sizes.append(len(data))
-        return real(fd, bytes(data[:1000]), offset)
-
-    monkeypatch.setattr(os, "pwrite", at_most_1000)
-    store.update(NOW, fill(20, width=60))
-    monkeypatch.setattr(os, "pwrite", real)
-    assert max(sizes) > 1000  # the system wrote less than asked, more than once
-    data = json.loads(path.read_bytes())
-    assert all(k["searches"] == 2 and k["last_error"] == "x" * 60 for k in data["keys"].values())
-
-
-@pytest.mark.parametrize("stop", ["no progress", "No space left on device"])
-def test_a_write_that_stops_part_way_fails_and_is_completed_later(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
-) -> None:
-    path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    store.update(NOW, fill(20))
-    real = os.pwrite
-    calls: list[int] = []
-
-    def stuck(fd: int, data: Any, offset: int) -> int:
-        calls.append(offset)
-        if len(calls) == 2:
-            return real(fd, bytes(data[:100]), offset)  # a short write...
-        if len(calls) == 3:  # ...then nothing
-            if stop != "no progress":
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return 0
-        return real(fd, data, offset)  # the journal, and its mark
-
-    monkeypatch.setattr(os, "pwrite", stuck)
-    with pytest.raises(OSError, match=f"wrote 100 of .*{stop}"):
-        store.update(NOW, fill(20, width=60))
-    monkeypatch.setattr(os, "pwrite", real)
-    assert len(calls) == 4
-    state = JsonFileStore(path).read(NOW)  # from the journal
-    assert all(ks.searches == 2 and ks.last_error == "x" * 60 for ks in state.keys.values())

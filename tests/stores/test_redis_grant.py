@@ -1,0 +1,205 @@
+"""The Redis grant script decides exactly as `acquire` does, in one round trip.
+
+Each case runs twice on a real redis-server: through `RedisStore.grant` (the
+script) and through `Store.grant` (`acquire` in a transaction, as every store
+does it), on namespaces seeded alike; the grants, the records, the pacing log,
+the budget tallies and the event log must come out the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from searchfuse.router.state import Charge, KeyUsage, RedisStore, State, Store
+from searchfuse.router.state._budgets import Line
+
+NOW = 1_768_478_400.0  # 2026-01-15 12:00 UTC
+DAY_END = 1_768_521_600.0
+FP, OTHER = "fp1", "fp2"
+CHARGE = Charge(FP, "acct", "team", 1.0)
+
+
+def line(limit: float, name: str = "conversation:c-1:searches:", amount: float = 1.0) -> Line:
+    return Line(0, name, "2026-01-15", limit, amount, resets_at=DAY_END)
+
+
+def nothing(state: State) -> None:
+    return None
+
+
+def settled(state: State) -> None:
+    ks = state.key(FP)
+    ks.last_status = 200
+    ks.searches = 4
+    ks.local_credits = 4.0
+    ks.last_usage = KeyUsage(10.0, 1000.0, 10.0)
+    state.account("acct").local_credits = 4.0
+
+
+def held(state: State) -> None:
+    state.key(OTHER).park(NOW - 5, 30.0, "rate_limited")
+    state.hold(OTHER, NOW + 25.0)
+
+
+def cooling(state: State) -> None:
+    state.key(FP).park(NOW - 5, 60.0, "server_error")
+
+
+def disabled(state: State) -> None:
+    state.key(FP).disabled = True
+
+
+def exhausted(state: State) -> None:
+    state.key(FP).exhausted = True
+
+
+Seed = Callable[[State], object]
+#: (seed, grants to ask for: (seconds after NOW, options)), by name.
+CASES: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
+    "a new key, paced, charged": (nothing, [(t, {}) for t in (0, 1, 2, 3, 61)]),
+    "a key a success left clean": (settled, [(0, {}), (1, {})]),
+    "no pacing, no charge": (nothing, [(0, {"rpm": None, "charge": None})] * 3),
+    "held by another key's 429": (held, [(0, {}), (1, {"honour_hold": False}), (30, {})]),
+    "cooling": (cooling, [(0, {}), (60, {})]),
+    "disabled": (disabled, [(0, {})]),
+    "exhausted": (exhausted, [(0, {})]),
+}
+#: Grants with budgets take the careful path (`acquire` itself), and agree too.
+BUDGETS: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
+    "a budget spent": (nothing, [(t, {"spend": (line(2),)}) for t in (0, 1, 2)]),
+    "two budgets on one tally": (
+        nothing,
+        [(t, {"spend": (line(3), line(2))}) for t in (0, 1, 2)],
+    ),
+    "budgets in credits": (
+        nothing,
+        [(t, {"spend": (line(2.5, "router::credits:day", 1.25),)}) for t in (0, 1, 2)],
+    ),
+}
+
+
+def grant(store: Store, at: float, options: dict[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {"rpm": 3, "window": 60.0, "honour_hold": True, "charge": CHARGE}
+    kwargs.update(options)
+    return store.grant(NOW + at, FP, **kwargs)
+
+
+def outcome(store: RedisStore, at: float) -> Any:
+    state = store.read(NOW + at)
+    log = store.update(NOW + at, lambda s: s.ring(f"search:{FP}", 3).ordered())
+    tallies = store.update(
+        NOW + at,
+        lambda s: [s.tally(n) for n in ("conversation:c-1:searches:", "router::credits:day")],
+    )
+    events = [(e.kind, e.key, e.detail) for e in store.events()]
+    return state.keys, state.accounts, state.hold_until, state.hold_key, log, tallies, events
+
+
+@pytest.mark.parametrize("case", list(CASES) + list(BUDGETS))
+def test_the_script_grants_exactly_as_acquire(
+    redis_url: str, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed, asks = CASES.get(case) or BUDGETS[case]
+    script = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    careful = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    for store in (script, careful):
+        store.update(NOW - 10, seed)
+    took_careful_path = []
+    real = Store.grant
+
+    def spy(self: Store, *args: Any, **kwargs: Any) -> Any:
+        if self is script:
+            took_careful_path.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "grant", spy)
+    for at, options in asks:
+        by_script = grant(script, at, options)
+        by_acquire = real(
+            careful,
+            NOW + at,
+            FP,
+            **{"rpm": 3, "window": 60.0, "honour_hold": True, "charge": CHARGE, **options},
+        )
+        assert by_script == by_acquire, (at, options)
+    # Every grant was the script's (one round trip), but those with budgets.
+    assert len(took_careful_path) == (len(asks) if case in BUDGETS else 0)
+    last = asks[-1][0]
+    assert outcome(script, last) == outcome(careful, last)
+    script.close()
+    careful.close()
+
+
+def junk(field: str, value: str) -> Callable[[RedisStore], None]:
+    def put(store: RedisStore) -> None:
+        store.client.hset(store.k(FP), field, value)
+
+    return put
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        junk("searches", "many"),
+        junk("cooldown_until", "soon"),
+        junk("disabled", "yes"),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "s0", repr(NOW + 86400)),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "size", "7"),
+        lambda store: store.client.hset(store.hold_key, "until", "later"),
+    ],
+    ids=["bad count", "bad time", "bad flag", "a time ahead", "another size", "bad hold"],
+)
+def test_what_the_script_does_not_take_as_it_is_goes_the_careful_way(
+    redis_url: str, spoil: Callable[[RedisStore], None]
+) -> None:
+    script = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    careful = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    for store in (script, careful):
+        grant(store, 0, {})  # made the records and the log the usual way
+        spoil(store)
+    for at in (1, 2, 3):
+        assert grant(script, at, {}) == Store.grant(
+            careful, NOW + at, FP, rpm=3, window=60.0, honour_hold=True, charge=CHARGE
+        )
+    assert outcome(script, 3) == outcome(careful, 3)
+
+
+def test_a_month_turn_goes_the_careful_way_and_the_script_takes_over_again(
+    redis_url: str,
+) -> None:
+    store = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    end = 1_769_903_990.0  # 2026-01-31 23:59:50 UTC
+    store.grant(end, FP, rpm=3, window=60.0, honour_hold=True, charge=CHARGE)
+    assert store.read(end).keys[FP].searches == 1
+    feb = end + 3600.0
+    store.grant(feb, FP, rpm=3, window=60.0, honour_hold=True, charge=CHARGE)
+    state = store.read(feb)
+    assert state.month == "2026-02" and state.keys[FP].searches == 1  # rolled, then counted
+    store.grant(feb + 1, FP, rpm=3, window=60.0, honour_hold=True, charge=CHARGE)
+    assert store.read(feb + 1).keys[FP].searches == 2
+
+
+def test_a_grant_is_one_round_trip_to_the_server(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis.connection
+
+    store = RedisStore(redis_url, namespace=f"t{uuid.uuid4().hex[:12]}")
+    for at in (0, 0.5):  # the month seen, then the script loaded on the server
+        grant(store, at, {})
+    sent: list[int] = []
+    real = redis.connection.AbstractConnection.send_packed_command
+
+    def count(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", count)
+    verdicts = [grant(store, at, {}).verdict for at in (1, 2, 3)]
+    assert verdicts == ["ok", "paced", "paced"]  # three a minute: counted, then paced
+    assert len(sent) == 3
+    store.close()
