@@ -5,7 +5,8 @@ Two halves:
 - [`guard`][searchfuse.guard] wraps any agent's `web_search` callable and enforces the
   agent-facing rules (one search per turn, local lookups first, a hard stop on
   the first 429, refusal during a cooldown, a TTL cache).
-- [`Router`][searchfuse.Router] spreads Tavily searches over several API keys by real usage
+- [`Router`][searchfuse.Router] spreads searches over several API keys by real usage (Tavily's,
+  and Exa, Brave, Serper or SearXNG behind them as a chain), keeps spend within budgets
   and explains itself when it cannot serve.
 """
 

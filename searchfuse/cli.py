@@ -781,7 +781,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             per_turn=args.per_turn,
             min_interval=args.min_interval,
             ready=lambda url: _err(
-                f"searchfuse mcp: serving tavily_search on {url} (streamable HTTP); "
+                f"searchfuse mcp: serving web_search and tavily_search on {url} (streamable HTTP); "
                 "stop with Ctrl-C"
             ),
         )
@@ -804,7 +804,9 @@ def _number_in(low: float, high: float, kind: type[int] | type[float]) -> Callab
 
 
 def _add_mcp(add: Callable[..., Any]) -> None:
-    p = add("mcp", cmd_mcp, "serve tavily_search, guarded and routed, to MCP clients")
+    p = add(
+        "mcp", cmd_mcp, "serve web_search and tavily_search, guarded and routed, to MCP clients"
+    )
     p.add_argument(
         "--http",
         type=_number_in(1, 65535, int),
@@ -816,6 +818,7 @@ def _add_mcp(add: Callable[..., Any]) -> None:
         "--per-turn",
         type=_number_in(0, 100, int),
         default=1,
+        metavar="N",
         help="searches per turn (default 1)",
     )
     p.add_argument(
@@ -873,7 +876,10 @@ def build_parser() -> argparse.ArgumentParser:
         # A command that sets up its own folders (init, demo) still parses
         # --config/--state, to refuse them by name, but does not offer them.
         default: Any = argparse.SUPPRESS if suppress else None
-        config_help = "keys file (default: $SEARCHFUSE_CONFIG, else config/keys.json)"
+        config_help = (
+            "keys file (default: $SEARCHFUSE_CONFIG, else config/keys.json, "
+            "else the keys in the environment)"
+        )
         state_help = (
             "state: a path (SQLite; .json for the JSON file), a redis:// URL "
             "(default: $SEARCHFUSE_STATE, else state/searchfuse.db beside config/, "
@@ -905,7 +911,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="searchfuse",
-        description="Guard and route Tavily web searches for AI agents.",
+        description="Guard and route AI agents' web searches: a pool of Tavily keys, "
+        "and Exa, Brave, Serper and SearXNG behind it as a chain.",
         parents=[common(False)],
     )
     parser.add_argument("--version", action="version", version=f"searchfuse {__version__}")
@@ -930,7 +937,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--user", metavar="ID", help="with budgets: this user's use")
     p.add_argument("--conversation", metavar="ID", help="with budgets: this conversation's use")
-    p.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
+    p.add_argument(
+        "--watch", action="store_true", help="a live view until Ctrl-C (the watch extra)"
+    )
     p.add_argument(
         "--interval",
         type=_number_in(0.1, 3600, float),
@@ -954,20 +963,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--count", "-n", type=_count, default=5, help="number of results, 0-20 (default 5)"
     )
-    p.add_argument("--depth", choices=tavily_facts.SEARCH_DEPTHS)
-    p.add_argument("--topic", choices=tavily_facts.TOPICS)
-    json_flag(p, "print Tavily's JSON")
-    p = add("reset-month", cmd_reset_month, "clear local state (cooldowns, usage figures)")
+    p.add_argument(
+        "--depth", choices=tavily_facts.SEARCH_DEPTHS, help="Tavily's search depth (default basic)"
+    )
+    p.add_argument(
+        "--topic",
+        choices=tavily_facts.TOPICS,
+        help="the topic; a provider that cannot honour it is passed over",
+    )
+    json_flag(p, "print the result as JSON (Tavily's shape, and who served it)")
+    p = add(
+        "reset-month", cmd_reset_month, "forget local state (cooldowns, usage figures, counters)"
+    )
     json_flag(p)
     p = add("diagnose", cmd_diagnose, "explain in verification order why keys can or cannot serve")
-    p.add_argument("--probe", action="store_true", help="also ask /usage for each key directly")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="also probe each key where it is free (Tavily's /usage, SearXNG's /healthz)",
+    )
     json_flag(p)
     p = add(
-        "init", cmd_init, "create config/keys.json (0600), state/ and .gitignore entries", False
+        "init",
+        cmd_init,
+        "create config/keys.json (0600), its example and publishable copies, state/ "
+        "and .gitignore entries",
+        False,
     )
     p.add_argument("dir", nargs="?", default=".", type=_path, help="project folder (default: .)")
     json_flag(p, "print what was created, kept and updated as JSON")
-    p = add("demo", cmd_demo, "run an offline demo against the simulated Tavily", False)
+    p = add("demo", cmd_demo, "run an offline demo against a simulated Tavily and Exa", False)
     json_flag(p, "print the transcript as JSON")
     _add_mcp(add)
     from searchfuse.gateway._cli import add_arguments as gateway_arguments

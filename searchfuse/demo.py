@@ -7,7 +7,8 @@ firing: one search per reply, a parallel burst reduced to one request, a 429
 that stops the turn and the cooldown refusal that follows, a cache hit, a
 local-lookup answer, a stale cooldown that serves without a reset, a chain
 whose next provider (a simulated Exa) serves once Tavily's keys are spent,
-the move named once, then the status table and the diagnosis.
+the move named once, then the chain's status table and its diagnosis (with a
+free `/usage` probe of Tavily's keys).
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
         # 8. Every Tavily key's credits run out: the chain's next provider serves, and
         #    the move down is named once in the log, however many searches follow.
         for key in DEMO_KEYS:
-            fake.set_limit(key, 0)
+            fake.set_usage(key, plan_usage=fake.account_of(key).plan_limit)
         keys = {"tavily": list(DEMO_KEYS), "exa": [EXA_KEY]}
         chain = Router(keys, state=state, base_url=url, base_urls={"exa": exa_url}, clock=clock)
         web_search = make_tool(chain)
@@ -263,10 +264,12 @@ def run_session(emit: Callable[[Event], None] | None = None) -> DemoResult:
             f"the log named the move {len(moves.lines)} time(s): {moves.lines[0]!r}",
         )
         result.chain_moves = list(moves.lines)
+        # The closing picture is the chain's (Exa's key included), with a probe: Tavily's
+        # /usage is free, so the diagnosis reads the spent plans afresh instead of calling
+        # the 432s' flags stale against figures synced before the credits ran out.
+        diagnosis = chain.diagnose(probe=True)
+        result.status = [s.to_dict() for s in chain.status()]
         chain.close()
-
-        result.status = [s.to_dict() for s in router.status()]
-        diagnosis = router.diagnose()
         result.diagnosis = diagnosis.to_dict()
         result.diagnosis_text = str(diagnosis)
         result.api_searches = len(fake.searches) + len(exa.searches)
@@ -296,7 +299,10 @@ def run_demo(json_output: bool = False) -> int:
         step += 1
         requests = f"{event.api_requests} search request(s)"
         if event.usage_requests:
-            requests += f" + {event.usage_requests} /usage (a key's first use syncs its figures)"
+            requests += (
+                f" + {event.usage_requests} /usage (a key's figures are synced on its first use "
+                "and after 30 min)"
+            )
         out.write(f"[{step}] {event.title}\n")
         out.write(f"    -> {event.outcome}: {event.detail}\n")
         out.write(f"    (reached the API: {requests})\n\n")
@@ -306,7 +312,7 @@ def run_demo(json_output: bool = False) -> int:
 
     out.write("status:\n")
     table = format_status([KeyStatus(**s) for s in result.status])
-    out.write("".join(f"    {line}\n" for line in table.splitlines()))
+    out.write("".join(f"    {line}\n" if line else "\n" for line in table.splitlines()))
     out.write("\ndiagnosis:\n")
     out.write("".join(f"    {line}\n" for line in result.diagnosis_text.splitlines()))
     out.write("\n" + result.summary() + "\n")

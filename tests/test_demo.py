@@ -39,7 +39,17 @@ def test_session_shows_every_rule_and_counts_requests() -> None:
     assert sum(e.api_requests for e in result.events) == result.api_searches == 10
     assert result.calls == 18
     assert result.saved == 8
-    assert result.diagnosis["verdict"] == "stale"
+    # The closing picture is the chain's, as the transcript left it: Tavily's keys
+    # exhausted (its free /usage probe read the spent plans), Exa's key serving.
+    assert [(s["provider"], s["state"]) for s in result.status] == [
+        ("tavily", "exhausted"),
+        ("tavily", "exhausted"),
+        ("tavily", "exhausted"),
+        ("tavily", "exhausted"),
+        ("exa", "available"),
+    ]
+    assert result.diagnosis["by_provider"] == {"tavily": "exhausted", "exa": "healthy"}
+    assert result.diagnosis["verdict"] == "healthy"
 
 
 def test_cli_demo_prints_the_transcript_and_summary() -> None:
@@ -55,7 +65,9 @@ def test_cli_demo_prints_the_transcript_and_summary() -> None:
     assert "summary: 18 web_search calls, 10 reached the API" in out
     assert "8 requests saved" in out
     assert "3 served by Exa" in out and "named the move 1 time(s)" in out
-    assert "verdict: stale" in out
+    assert "verdict: Tavily: exhausted" in out and "Exa: healthy" in out
+    assert "\nexa\n" in "\n".join(line.strip() for line in out.splitlines())
+    assert not [line for line in out.splitlines() if line != line.rstrip()]
     assert "tvly-dev-test000" not in out + proc.stderr
     assert "0000-4000-8000-0000000e0001" not in out + proc.stderr
     assert proc.stderr == ""
@@ -71,5 +83,5 @@ def test_cli_demo_json() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["summary"] == {"calls": 18, "api_searches": 10, "api_usage": 5, "saved": 8}
-    assert data["diagnosis"]["verdict"] == "stale"
+    assert data["summary"] == {"calls": 18, "api_searches": 10, "api_usage": 9, "saved": 8}
+    assert data["diagnosis"]["verdict"] == "healthy"

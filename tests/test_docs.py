@@ -14,6 +14,10 @@ namespace, inside a *docs environment* that stands in for a reader's machine:
   really sleep. The simulator keeps real time for its rate windows, as
   upstream does.
 
+A fenced block right after the comment ``<!-- output -->`` is what the
+Python block before it prints: the page's claim about the output is checked
+(``...`` stands for any text, runs of white space compare equal).
+
 Two kinds of block are not run that way:
 
 - a block right after the comment ``<!-- from: examples/NAME.py -->`` must
@@ -30,6 +34,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import dataclasses
+import doctest
 import inspect
 import io
 import json
@@ -51,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 _FROM = re.compile(r"^\s*<!--\s*from:\s*(?P<path>\S+)\s*-->\s*$")
+_OUTPUT = re.compile(r"^\s*<!--\s*output\s*-->\s*$")
 # The reader's suite runs with the plugins installed here; pytest-asyncio wants its loop scope set.
 PYTEST_INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
 _ENV_VARIABLES = (
@@ -60,6 +67,17 @@ _ENV_VARIABLES = (
     "SEARCHFUSE_CONFIG",
     "SEARCHFUSE_STATE",
     "SEARCHFUSE_COOLDOWN_MINUTES",
+    # A reader's machine may name other providers, budgets or rates: the pages assume none.
+    "SEARCHFUSE_PROVIDERS",
+    "SEARCHFUSE_BUDGETS",
+    "SEARCHFUSE_RPM",
+    "EXA_API_KEYS",
+    "EXA_API_KEY",
+    "BRAVE_API_KEYS",
+    "BRAVE_API_KEY",
+    "SERPER_API_KEYS",
+    "SERPER_API_KEY",
+    "SEARXNG_URL",
 )
 
 
@@ -71,6 +89,8 @@ class Block:
     line: int
     code: str
     source_file: str | None  # set for ``<!-- from: examples/NAME.py -->`` blocks
+    #: What the block prints, from the block after it marked ``<!-- output -->``.
+    output: str | None = None
 
     @property
     def where(self) -> str:
@@ -101,7 +121,9 @@ def python_blocks(path: Path) -> list[Block]:
                 break
             body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
             j += 1
-        if language in ("python", "py"):
+        if _OUTPUT.match(previous) and blocks:
+            blocks[-1] = dataclasses.replace(blocks[-1], output="\n".join(body) + "\n")
+        elif language in ("python", "py"):
             marker = _FROM.match(previous)
             blocks.append(
                 Block(
@@ -204,6 +226,19 @@ def _run(code: CodeType, namespace: dict[str, object]) -> None:
         exec(code, namespace)
 
 
+_OUTPUT_CHECK = doctest.OutputChecker()
+_OUTPUT_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def _check_output(block: Block, printed: str) -> None:
+    """The page's ``<!-- output -->`` block against what the example printed."""
+    assert block.output is not None
+    assert _OUTPUT_CHECK.check_output(block.output, printed, _OUTPUT_FLAGS), (
+        f"{block.where}: the page shows this output:\n{block.output}\n"
+        f"but the example printed:\n{printed}"
+    )
+
+
 def _check_excerpt(block: Block, source_file: str) -> None:
     path = ROOT / source_file
     assert path.is_file(), f"{block.where}: {source_file} does not exist"
@@ -269,10 +304,14 @@ def test_page(
             continue
         # Each block starts in testing mode on the page's clock, whatever the last one did.
         searchfuse.testing.set_testing(True, clock=docs_environment.clock)
+        printed = io.StringIO()
         try:
-            _run(code, namespace)
+            with contextlib.redirect_stdout(printed):
+                _run(code, namespace)
         except Exception as exc:
             raise AssertionError(f"{block.where}: the example raised {exc!r}") from exc
+        if block.output is not None:
+            _check_output(block, printed.getvalue())
 
 
 def test_pages_with_examples_are_found() -> None:
@@ -302,6 +341,26 @@ def test_a_failing_example_test_fails_the_page(
     (tmp_path / "project").mkdir()
     with pytest.raises(AssertionError, match=r"docs/page\.md:12: the tests in this block"):
         _run_as_test_module(block, tmp_path / "project", monkeypatch)
+
+
+def test_an_output_block_belongs_to_the_python_block_before_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    text = (
+        "```python\nprint('a')\n```\n\n<!-- output -->\n```text\na\n```\n\n"
+        "```text\nnot an output\n```\n\n```python\nprint('b')\n```\n"
+    )
+    page.write_text(text, encoding="utf-8")
+    assert [(b.code, b.output) for b in python_blocks(page)] == [
+        ("print('a')\n", "a\n"),
+        ("print('b')\n", None),
+    ]
+
+
+def test_a_page_showing_other_output_than_printed_fails() -> None:
+    block = Block("docs/page.md", 3, "print(1)\n", None, output="refused: ...\n")
+    _check_output(block, "refused: wait 25 s\n")  # `...` stands for any text
+    with pytest.raises(AssertionError, match=r"docs/page\.md:3: the page shows this output"):
+        _check_output(block, "served\n")
 
 
 def test_an_excerpt_must_be_verbatim() -> None:

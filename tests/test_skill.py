@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ import searchfuse
 from searchfuse.cli import build_parser
 from searchfuse.errors import SearchRefused
 from searchfuse.router.diagnose import VERDICTS
+
+from .test_docs_facts import parse_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SKILL = ROOT / "SKILL.md"
@@ -73,12 +74,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 PARSER = build_parser()
 COMMANDS = _subparsers(PARSER)
 GLOBAL_OPTIONS = set(PARSER._option_string_actions)
-#: Global options that take a value (``--config PATH``).
-GLOBAL_WITH_VALUE = {
-    option
-    for option, action in PARSER._option_string_actions.items()
-    if action.nargs != 0 and not option.startswith("-h") and option != "--help"
-}
 
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
@@ -96,21 +91,7 @@ def command_lines(body: str) -> list[tuple[str, list[str], str]]:
     for snippet in _code_snippets(body):
         if not snippet.startswith("searchfuse "):
             continue
-        tokens = [t.strip("[]") for t in shlex.split(snippet.replace("[", " [ "))]
-        tokens = [t for t in tokens if t]
-        command = None
-        options = []
-        i = 1
-        while i < len(tokens):
-            token = tokens[i]
-            if token.startswith("-"):
-                option = token.split("=", 1)[0]
-                options.append(option)
-                if command is None and option in GLOBAL_WITH_VALUE and "=" not in token:
-                    i += 1  # its value
-            elif command is None:
-                command = token
-            i += 1
+        command, options = parse_command(snippet)
         assert command is not None, f"no command in {snippet!r}"
         found.append((command, options, snippet))
     return found

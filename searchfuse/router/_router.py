@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 
 class Router(BudgetReports):
-    """A quota-aware client for several Tavily keys.
+    """A quota-aware pool of search keys: Tavily's, and a chain of other providers behind them.
 
     ```python
     router = Router(["tvly-dev-test0001", "tvly-dev-test0002"], state="state/quota.json")

@@ -146,3 +146,38 @@ def test_a_cooldown_from_raw_key_state_refuses_like_any_other(tmp_path: Path) ->
     router.close()
     (state / "quota.json").unlink()
     assert _files_hold(state, K1) == []
+
+
+# A raw key where state keeps something else: the record is reset with a
+# warning that quotes the value masked, and a file that named keys raw is
+# rewritten by fingerprint when it is opened, even if no search ever writes
+# (every key disabled), in searchfuse's format and in the skill's.
+_RAW_IN_STATE = {
+    "a flag": {"month": "2026-09", "keys": {K1: {"disabled": K1}}},
+    "a time": {"month": "2026-09", "keys": {K1: {"cooldown_until": K2}}},
+    "a count": {"month": "2026-09", "keys": {K1: {"usage": K1}}},
+    "the name, all disabled": {"month": "2026-09", "keys": {K1: {"disabled": True}}},
+    "the skill's record": {"month": "2026-09", "keys": [{"key": K1, "disabled": True}]},
+    "the skill's flag": {"month": "2026-09", "keys": [{"disabled": K2}]},
+}
+
+
+@pytest.mark.parametrize("data", list(_RAW_IN_STATE.values()), ids=list(_RAW_IN_STATE))
+def test_a_raw_key_anywhere_in_a_state_file_is_never_kept_or_quoted(
+    data: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "quota.json"
+    state.write_text(json.dumps(data))
+    with caplog.at_level(logging.DEBUG, logger="searchfuse"):
+        router = Router([K1], state=state, clock=FakeClock(NOW), transport=_handler())
+        assert _files_hold(tmp_path, K1, K2) == []  # at once: no search needed
+        shown = router.status()
+        try:
+            router.search("q")
+        except NoKeyAvailable as exc:
+            shown.append(exc)  # type: ignore[arg-type]
+        router.close()
+    assert _files_hold(tmp_path, K1, K2) == []
+    assert K1 not in repr(shown) and K2 not in repr(shown)
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if K1 in m or K2 in m], said

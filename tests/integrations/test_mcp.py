@@ -247,7 +247,7 @@ async def test_http_says_where_it_listens_and_a_client_leaving_is_no_error(
         assert process.stderr is not None
         for line in process.stderr:
             lines.append(line)
-            if "serving tavily_search on" in line:
+            if "serving web_search and tavily_search on" in line:
                 listening.set()
 
     reader = threading.Thread(target=read, daemon=True)
@@ -255,7 +255,7 @@ async def test_http_says_where_it_listens_and_a_client_leaving_is_no_error(
     try:
         assert await asyncio.to_thread(listening.wait, LIMIT), "".join(lines)
         url = f"http://127.0.0.1:{port}/mcp"
-        assert f"searchfuse mcp: serving tavily_search on {url}" in "".join(lines)
+        assert f"searchfuse mcp: serving web_search and tavily_search on {url}" in "".join(lines)
         for _ in range(2):  # two clients come and go, each closing its session
             async with (
                 asyncio.timeout(LIMIT),

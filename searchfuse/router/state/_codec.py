@@ -88,6 +88,11 @@ def record_id(stored: object) -> str:
     return text
 
 
+def names_raw_keys(data: dict[str, Any]) -> bool:
+    """Whether state `data` names a key record by its raw key (see `record_id`)."""
+    return any(record_id(stored) != str(stored) for stored in data.get("keys", {}))
+
+
 def _hold_key(stored: str | None) -> str | None:
     return None if stored is None else record_id(stored)
 

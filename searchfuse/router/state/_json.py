@@ -26,11 +26,11 @@ from searchfuse._files import atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._budgets import Tally, live_tallies
-from searchfuse.router.state._codec import looks_like_state, state_from_json
+from searchfuse.router.state._codec import looks_like_state, names_raw_keys, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._eviction import evicted
 from searchfuse.router.state._json_lock import Locked, process_lock
-from searchfuse.router.state._json_text import StateText
+from searchfuse.router.state._json_text import StateText, copy_state, read_all
 from searchfuse.router.state._month import Months, month_of, rolled
 from searchfuse.router.state._paths import check_path, ensure_parent, not_state
 from searchfuse.router.state._records import State, copied
@@ -44,41 +44,6 @@ T = TypeVar("T")
 
 #: Default bound on waiting for another process's lock.
 LOCK_TIMEOUT = 5.0
-
-
-def _copy(state: State) -> State:
-    """A copy of `state` whose records a transaction may change freely."""
-    return State(
-        month=state.month,
-        keys={fp: copied(ks) for fp, ks in state.keys.items()},
-        accounts={name: copied(acc) for name, acc in state.accounts.items()},
-        hold_until=state.hold_until,
-        hold_key=state.hold_key,
-        rings={name: r.copy() for name, r in state.rings.items()},
-        tallies=dict(state.tallies),
-        # Never changed in place (a new event makes a new list): shared.
-        events=state.events,
-    )
-
-
-def _read_all(fd: int, size: int = 0) -> bytes:
-    """Everything in regular file `fd`, just opened (`size`: its expected size)."""
-    want = size + 4096
-    chunk = os.read(fd, want)
-    if len(chunk) < want:  # a regular file reads short only at its end
-        return chunk
-    chunks = [chunk]
-    while chunk:
-        chunk = os.read(fd, 1 << 16)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _expiry(entry: Any) -> float:
-    """A stored cache entry's expiry (0.0: not an entry, the first to go)."""
-    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int | float):
-        return float(entry[1])
-    return 0.0
 
 
 class JsonFileStore(Store):
@@ -122,10 +87,14 @@ class JsonFileStore(Store):
         self._read_ident: tuple[int, int] | None = None
         self._told_damaged = False
         self._told_skill = False
+        #: Set when the file read names keys raw (the skill's records, a hand-made file).
+        self._holds_keys = False
         self._text = StateText()
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
+        if self._holds_keys:
+            self._scrub()
         # Temp files of a write that a killed process never finished.
         clean_stale_temps(self.path, time.time())
 
@@ -156,7 +125,7 @@ class JsonFileStore(Store):
                 raise not_state(self.path, "it is a directory")
             if not stat.S_ISREG(info.st_mode):
                 raise not_state(self.path, "it is not a regular file")
-            raw = _read_all(fd, info.st_size)
+            raw = read_all(fd, info.st_size)
         except OSError as exc:
             raise self._unreadable(exc) from None
         finally:
@@ -167,12 +136,14 @@ class JsonFileStore(Store):
     def _decode(self, raw: bytes, again: bool = True) -> dict[str, Any]:
         parsed, data = json_or_none(raw)
         if parsed and looks_like_state(data):
+            self._holds_keys = self._holds_keys or names_raw_keys(data)
             return data  # type: ignore[no-any-return]
         if parsed and is_positional(data):
             mapped, how = by_position(data, self._key_order)
             if mapped is None:
                 return self._repair(raw, how, again, damaged=False)
             if looks_like_state(mapped):
+                self._holds_keys = True  # its records may carry their raw keys
                 if not self._told_skill:
                     self._told_skill = True
                     log.info("%s: %s; taken over (%s)", self.path.name, SKILL_FORMAT, how)
@@ -212,6 +183,25 @@ class JsonFileStore(Store):
         self._read_ident = None
         return empty
 
+    def _scrub(self) -> None:
+        """Rewrite a file that names keys raw in searchfuse's form (by fingerprint)
+        now: a raw key must not wait on disk for the first search that changes
+        something (with every key disabled, none ever does). Nothing is lost: each
+        record still applies to its key, and no copy keeps the raw keys."""
+        try:
+            with self._locked():
+                raw = self._bytes()
+                self._holds_keys = False
+                data = None if raw is None else self._decode(raw)
+                if data is None or not self._holds_keys:
+                    return  # gone, or replaced meanwhile by state of ours
+                cache = data.get("cache")
+                self._save(state_from_json(data), cache if isinstance(cache, dict) else {})
+        except (OSError, StoreUnavailable):
+            return  # a folder this user cannot write: the file stays as it is
+        self._holds_keys = False
+        log.info("%s named keys by their raw text: rewritten by fingerprint", self.path.name)
+
     def _raw(self) -> dict[str, Any] | None:
         raw = self._bytes()
         return None if raw is None else self._decode(raw)
@@ -236,7 +226,7 @@ class JsonFileStore(Store):
     def _parse(self) -> tuple[bytes, State] | None:
         """The file's bytes and a private copy of its state."""
         found = self._current()
-        return None if found is None else (found[0], _copy(found[1]))
+        return None if found is None else (found[0], copy_state(found[1]))
 
     def _load(self, now: float, check_only: bool = False) -> State:
         found = self._parse()
@@ -257,7 +247,7 @@ class JsonFileStore(Store):
             ensure_parent(self.path)
 
     def _save(self, state: State, cache: dict[str, Any]) -> None:
-        snapshot = _copy(state)
+        snapshot = copy_state(state)
         raw = self._text.text(snapshot, cache)
         self._check_replaced()
         if self._read_ident is None:
@@ -290,7 +280,7 @@ class JsonFileStore(Store):
             if not stat.S_ISREG(info.st_mode):
                 raise not_state(self.path, "it is not a regular file")
             if (info.st_dev, info.st_ino) != self._read_ident:
-                self._decode(_read_all(fd).rstrip())
+                self._decode(read_all(fd).rstrip())
         finally:
             os.close(fd)
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import math
 import operator
+import os
 from collections.abc import Callable
 from typing import Any
 
 from searchfuse.router.state._codec import state_to_json
-from searchfuse.router.state._records import State
+from searchfuse.router.state._records import State, copied
 from searchfuse.router.state._ring import Ring
 
-__all__ = ["StateText", "encode"]
+__all__ = ["StateText", "copy_state", "encode", "read_all"]
 
 
 #: One encoder for every entry (`json.dumps(..., sort_keys=True)` makes a new one per call).
@@ -141,3 +142,34 @@ class StateText:
             lines_of[section], remembered[section] = lines, kept
         self._lines = remembered
         return _dumps(data, lines_of).encode("utf-8")
+
+
+# -- what the JSON store reads ----------------------------------------------------------
+
+
+def copy_state(state: State) -> State:
+    """A copy of `state` whose records a transaction may change freely."""
+    return State(
+        month=state.month,
+        keys={fp: copied(ks) for fp, ks in state.keys.items()},
+        accounts={name: copied(acc) for name, acc in state.accounts.items()},
+        hold_until=state.hold_until,
+        hold_key=state.hold_key,
+        rings={name: r.copy() for name, r in state.rings.items()},
+        tallies=dict(state.tallies),
+        # Never changed in place (a new event makes a new list): shared.
+        events=state.events,
+    )
+
+
+def read_all(fd: int, size: int = 0) -> bytes:
+    """Everything in regular file `fd`, just opened (`size`: its expected size)."""
+    want = size + 4096
+    chunk = os.read(fd, want)
+    if len(chunk) < want:  # a regular file reads short only at its end
+        return chunk
+    chunks = [chunk]
+    while chunk:
+        chunk = os.read(fd, 1 << 16)
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -94,22 +94,28 @@ def _parse(kind: str, value: Any) -> Any:
             return value
         if value in (0, 1, "0", "1"):
             return bool(int(value))
-        raise BadValue(f"expected 0 or 1, got {value!r}"[:80])
+        raise BadValue(f"expected 0 or 1, got {_shown(value)}")
     if isinstance(value, bool):
-        raise BadValue(f"expected a number, got {value!r}")
+        raise BadValue(f"expected a number, got {_shown(value)}")
     try:
         number = float(value) if isinstance(value, str) else value
     except ValueError:
-        raise BadValue(f"expected a number, got {value!r}"[:80]) from None
+        raise BadValue(f"expected a number, got {_shown(value)}") from None
     if not isinstance(number, int | float) or not math.isfinite(number):
-        raise BadValue(f"expected a finite number, got {value!r}"[:80])
+        raise BadValue(f"expected a finite number, got {_shown(value)}")
     if base == "int":
         if number != int(number) or abs(number) > 2**62:
-            raise BadValue(f"expected an integer, got {value!r}"[:80])
+            raise BadValue(f"expected an integer, got {_shown(value)}")
         return int(number)
     if abs(number) > 1e15:
-        raise BadValue(f"out of range: {value!r}"[:80])
+        raise BadValue(f"out of range: {_shown(value)}")
     return float(number)
+
+
+def _shown(value: Any) -> str:
+    """A stored value as a warning may quote it: short, and any key in it masked
+    (a hand-edited record may hold a raw key where a flag belongs)."""
+    return redact(repr(value)[:60], ())
 
 
 def _typed(
