@@ -135,19 +135,26 @@ def redact_userinfo(text: str) -> str:
     return _USERINFO.sub(r"\1***@", text)
 
 
-def redact_tree(value: Any, keys: Iterable[str]) -> Any:
+def redact_tree(value: Any, keys: Iterable[str], memo: dict[str, str] | None = None) -> Any:
     """`value` (text, or dicts, lists and tuples of them) with every string redacted.
 
     For whatever searchfuse shows that came from a keys file, a state store or
     a server: an account name, notes, a last error, a diagnosis's evidence.
+    `memo` keeps each distinct text's redacted form: a report over 10,000 keys
+    repeats the same states, reasons and errors thousands of times.
     """
     known = known_keys(keys)
     if isinstance(value, str):
-        return redact(value, known)
+        if memo is None:
+            return redact(value, known)
+        shown = memo.get(value)
+        if shown is None:
+            shown = memo[value] = redact(value, known)
+        return shown
     if isinstance(value, dict):
-        return {k: redact_tree(v, known) for k, v in value.items()}
+        return {k: redact_tree(v, known, memo) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_tree(v, known) for v in value]
+        return [redact_tree(v, known, memo) for v in value]
     if type(value) is tuple:
-        return tuple(redact_tree(v, known) for v in value)
+        return tuple(redact_tree(v, known, memo) for v in value)
     return value

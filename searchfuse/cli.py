@@ -15,6 +15,7 @@ Keys are never printed: only masked forms and fingerprints.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -91,10 +92,16 @@ def _shown(text: str) -> str:
     return escape_controls(redact(text, _KNOWN_KEYS), keep="\n")
 
 
+@functools.cache
+def _dropping(chars: str) -> dict[int, None]:
+    """A `str.translate` table deleting `chars`."""
+    return dict.fromkeys(map(ord, chars))
+
+
 def escape_controls(text: str, keep: str = "") -> str:
     """`text` with control and format characters (ESC, CR, bidi overrides...)
     shown as escapes such as `\\x1b`, except those in `keep`."""
-    if text.isprintable():
+    if text.isprintable() or (keep and text.translate(_dropping(keep)).isprintable()):
         return text
     return "".join(
         ch
@@ -256,6 +263,13 @@ def _fit(columns: list[_Column], width: int) -> list[int] | None:
     return widths
 
 
+def _wrap(cell: str, width: int) -> list[str]:
+    """`cell`'s lines at `width`, cut between words."""
+    if len(cell) <= width and cell.isprintable() and cell == cell.strip():
+        return [cell]  # what textwrap gives, without its work (a table may have 10,000 rows)
+    return textwrap.wrap(cell, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
 def _table(columns: list[_Column], widths: list[int]) -> str:
     def line(cells: list[str]) -> str:
         return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
@@ -263,9 +277,7 @@ def _table(columns: list[_Column], widths: list[int]) -> str:
     lines = [line([c.title for c in columns])]
     for row in range(len(columns[0].cells)):
         wrapped = [
-            (textwrap.wrap(c.cells[row], w, break_long_words=False, break_on_hyphens=False) or [""])
-            if c.wraps
-            else [c.cells[row]]
+            _wrap(c.cells[row], w) if c.wraps else [c.cells[row]]
             for c, w in zip(columns, widths, strict=True)
         ]
         for n in range(max(len(parts) for parts in wrapped)):

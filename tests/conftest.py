@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,10 @@ import pytest
 from searchfuse.testing import FakeClock
 
 from .scripted import Upstream
+
+# Tables are laid out for the terminal's width: the suite's is fixed, whether it runs in an
+# 80-column terminal, with its output piped, or in a pytest-xdist worker (which sets 80).
+os.environ["COLUMNS"] = "120"
 
 # Every key the suite uses is made up and ends in ``test`` plus four digits
 # (keys sharing a prefix add a tail); masked forms (``tvly-dev-…0001``) do not match.

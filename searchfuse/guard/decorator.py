@@ -32,6 +32,7 @@ from searchfuse.guard.cache import _PLAIN_TYPES, CACHE_LOCK, CacheKey, CacheMatc
 from searchfuse.guard.calls import Binder
 from searchfuse.guard.checklist import Lookup
 from searchfuse.guard.core import (
+    _CHAIN,
     _MISS,
     _UNREAD,
     DEFAULT_MIN_INTERVAL,
@@ -268,7 +269,8 @@ class _Shell:
             # A bare pass-through: its arguments as they came mark its search,
             # so a retry inside the tool continues it.
             raw = (args, tuple(kwargs.items())) if kwargs else args
-            return _MISS, core.search_flow(raw, again=core.in_chain(raw)), None, None
+            again = bool(_CHAIN.get()) and core.in_chain(raw)  # no chain: no call to make
+            return _MISS, core.search_flow(raw, again=again), None, None
         looks_up_first = self.looks_up_first
         seen: Hashable = None
         if looks_up_first and instance is None:
@@ -326,6 +328,19 @@ class _Shell:
         kwargs: dict[str, Any],
     ) -> Any:
         try:
+            if not self.reads_call:
+                # A bare pass-through: its arguments as they came mark its search,
+                # so a retry inside the tool continues it.
+                raw = (args, tuple(kwargs.items())) if kwargs else args
+                core = self.core
+                again = bool(_CHAIN.get()) and core.in_chain(raw)
+                backend = (
+                    functools.partial(wrapped, *args, **kwargs)
+                    if core.inject is None
+                    else self.backend(wrapped, args, kwargs)
+                )
+                assert backend is not None  # not routed: the function itself searches
+                return core.pass_through(raw, again, backend)
             hit, flow, query, params = self.start(wrapped, instance, args, kwargs)
             if flow is None:
                 return hit

@@ -21,23 +21,19 @@ import contextvars
 import itertools
 import os
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from searchfuse.errors import TurnLimitReached
 
 __all__ = ["Reservation", "Turn", "TurnBudget", "current_turn_id", "turn"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    """One entered turn scope; `parent` is the scope it shadows."""
-
-    turn_id: str
-    parent: _Scope | None
+#: One entered turn scope: `(turn id, the scope it shadows)`. A plain tuple: a frozen
+#: dataclass's `__init__` cost a third of entering and leaving `with turn():`.
+_Scope: TypeAlias = "tuple[str, _Scope | None]"
 
 
 # The scope chain lives *inside* the context variable instead of in reset
@@ -51,8 +47,9 @@ _current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 
 # Fresh turn ids: a per-process random prefix and a counter (uuid4 per turn
 # cost more than the rest of a guarded call).
-_PREFIX = os.urandom(4).hex()
+_PREFIX = f"turn-{os.urandom(4).hex()}-"
 _TURN_NUMBERS = itertools.count(1)
+_new = object.__new__
 
 
 class Turn:
@@ -74,13 +71,13 @@ class Turn:
 
     def __init__(self, id: str | None = None) -> None:
         #: The turn's id: the one given, or a fresh one unique in this process.
-        self.id: str = str(id) if id is not None else f"turn-{_PREFIX}-{next(_TURN_NUMBERS)}"
+        self.id: str = str(id) if id is not None else _PREFIX + str(next(_TURN_NUMBERS))
 
     def __repr__(self) -> str:
         return f"Turn(id={self.id!r})"
 
     def __enter__(self) -> Turn:
-        _current.set(_Scope(self.id, _current.get()))
+        _current.set((self.id, _current.get()))
         return self
 
     def __exit__(
@@ -90,7 +87,7 @@ class Turn:
         traceback: TracebackType | None,
     ) -> None:
         scope = _current.get()
-        _current.set(scope.parent if scope is not None else None)
+        _current.set(scope[1] if scope is not None else None)
 
     async def __aenter__(self) -> Turn:
         return self.__enter__()
@@ -117,13 +114,16 @@ def turn(id: str | None = None) -> Turn:
         web_search(query)
     ```
     """
-    return Turn(id)
+    # Turn(id) without its __init__ frame: a reply's path enters a turn once per search.
+    scope = _new(Turn)
+    scope.id = str(id) if id is not None else _PREFIX + str(next(_TURN_NUMBERS))
+    return scope
 
 
 def current_turn_id() -> str | None:
     """The id of the innermost [`turn`][searchfuse.turn] scope around the caller, or `None`."""
     scope = _current.get()
-    return scope.turn_id if scope is not None else None
+    return scope[0] if scope is not None else None
 
 
 class Reservation(NamedTuple):
@@ -157,9 +157,11 @@ class TurnBudget:
         # Named turns stay counted after their scope exits: an integration may
         # enter `turn(id=...)` once per tool call of the same reply. Oldest
         # first (insertion order), so forgetting drops the oldest turn.
-        # An OrderedDict: forgetting the oldest is popitem(last=False), O(1),
-        # where deleting a plain dict's first key degrades to O(n).
-        self._spent: OrderedDict[Hashable, int] = OrderedDict()
+        # The order is kept beside them in a deque: forgetting the oldest is
+        # popleft, O(1) (deleting a plain dict's first key degrades to O(n), and
+        # an OrderedDict's upkeep costs more on every new turn).
+        self._spent: dict[Hashable, int] = {}
+        self._order: deque[Hashable] = deque()
         # Of those, the searches whose backend answered with an error: a turn
         # whose searches all failed is never told to "use the result".
         self._failed: dict[Hashable, int] = {}
@@ -178,24 +180,34 @@ class TurnBudget:
         `per_turn=None` means unlimited (the search is still counted).
         """
         scope = _current.get()
-        turn_id = scope.turn_id if scope is not None else None
-        with self._lock:
+        turn_id = scope[0] if scope is not None else None
+        lock = self._lock
+        lock.acquire()  # not `with`: this runs on every search, and `with` costs more
+        try:
             key = turn_id if turn_id is not None else self._join_implicit(min_interval, now)
-            spent = self._spent.get(key, 0)
+            known = self._spent.get(key)
+            spent = known or 0
             allowed = per_turn is None or spent < per_turn
             if allowed:
                 self._spent[key] = spent + 1
-                if not spent and len(self._spent) > self._remember:
-                    oldest, _ = self._spent.popitem(last=False)
-                    self._failed.pop(oldest, None)
+                if known is None:
+                    order = self._order
+                    order.append(key)
+                    if len(order) > self._remember:
+                        oldest = order.popleft()
+                        del self._spent[oldest]
+                        self._failed.pop(oldest, None)
             else:
                 failed = spent > 0 and self._failed.get(key, 0) >= spent
                 if turn_id is None:
                     # A refused call is still part of the burst: it ends now.
                     self._leave_implicit(now)
+        finally:
+            lock.release()
         if not allowed:
             raise TurnLimitReached(per_turn if per_turn is not None else 0, failed=failed)
-        return Reservation(key, turn_id is None)
+        # tuple.__new__ is NamedTuple's constructor without its Python-level __new__.
+        return tuple.__new__(Reservation, (key, turn_id is None))
 
     def release(
         self, reservation: Reservation, *, now: float, used: bool = True, failed: bool = False
@@ -225,6 +237,7 @@ class TurnBudget:
         """Forget every turn's count and the implicit burst (for tests, or a new session)."""
         with self._lock:
             self._spent.clear()
+            self._order.clear()
             self._failed.clear()
             self._implicit = ("implicit", next(self._implicit_ids))
             self._implicit_in_flight = 0

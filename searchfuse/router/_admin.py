@@ -46,9 +46,12 @@ def status(core: Core) -> list[KeyStatus]:
     left, masked = ledger.hold(state, now)
     held = f"held for {duration(left)}: every search waits after a 429 on {masked or 'a key'}"
     out = []
+    memo: dict[str, str] = {}
     for c in candidates(ledger.keys, state):
-        record = key_status(c, now, remaining(c), blocked_reason(c, now), core.secrets)
-        record = dataclasses.replace(record, **_window(core, c.entry.fingerprint, now))
+        window = _window(core, c.entry.fingerprint, now)
+        record = key_status(
+            c, now, remaining(c), blocked_reason(c, now), core.secrets, memo, **window
+        )
         if left > 0 and record.state == "available":
             record = dataclasses.replace(
                 record, state="held", blocked_reason=held, cooldown_left=left

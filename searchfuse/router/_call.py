@@ -63,6 +63,7 @@ class Attempt:
     waited: float = 0.0
     #: The request's kind for its price (`"search"`, `"extract"`...).
     kind: str = "search"
+    granted_at: float | None = None  # when its pacing slot was last granted (router clock)
 
     def fail(self, entry: KeyEntry, why: str, outcome: Outcome | None) -> None:
         """`entry` cannot serve this call: the next key is tried."""
@@ -83,7 +84,7 @@ def _refuse(core: Core, call: Attempt, cut: str | None = None, **kw: Any) -> NoK
 
 def key_flow(
     core: Core,
-    make_step: Callable[[KeyEntry], Step],
+    make_step: Callable[[KeyEntry, float | None], Step],
     deadline: float | None = None,
     credits: float = 0.0,
     kind: str = "search",
@@ -180,6 +181,7 @@ def _grant(core: Core, call: Attempt, entry: KeyEntry, now: float) -> tuple[bool
     if not core.options.pace and not core.spend.active:
         return True, None
     spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, now)
+    call.granted_at = core.options.now()
     grant = core.ledger.grant(entry, call.credits, spend=spent.lines)
     if grant.verdict == "budget":
         raise core.spend.refusal(grant, now)
@@ -200,7 +202,7 @@ def _send(
     core: Core,
     call: Attempt,
     entry: KeyEntry,
-    make_step: Callable[[KeyEntry], Step],
+    make_step: Callable[[KeyEntry, float | None], Step],
     charged: Charged | None,
 ) -> Generator[Step, Any, tuple[KeyEntry, Any, Charged | None] | None]:
     """Send on `entry` (retrying a 429 on it if the policy says so) and react.
@@ -209,7 +211,7 @@ def _send(
     """
     attempt = 0
     while True:
-        result = yield make_step(entry)
+        result = yield make_step(entry, call.granted_at)
         if isinstance(result, Returned):
             core.breaker.succeeded()
             return entry, result, charged
@@ -280,6 +282,7 @@ def _retry(
         return None
     # The hold it set is this retry's own: not honoured.
     spent = core.spend.plan(core.provider.name, call.kind, entry, call.credits, core.ledger.now())
+    call.granted_at = core.options.now()
     grant = core.ledger.grant(entry, call.credits, honour_hold=False, spend=spent.lines)
     if grant.verdict != "ok":
         return False  # no room for the retry (or budget): stop as after the last retry
@@ -345,7 +348,7 @@ def request_flow(
     request = provider.build(path, body)
     entry, reply, charged = yield from key_flow(
         core,
-        lambda e: Send(e, request, timeout),
+        lambda e, granted_at: Send(e, request, timeout, granted_at),
         deadline,
         provider.cost(path, body, None),
         path.strip("/"),
@@ -392,6 +395,6 @@ def fall_back(
 
 def call_flow(core: Core, deadline: float | None = None) -> Flow:
     """`Router.call`: the caller's function run with the chosen key."""
-    entry, returned, charged = yield from key_flow(core, CallFn, deadline)
+    entry, returned, charged = yield from key_flow(core, lambda e, _: CallFn(e), deadline)
     core.ledger.settle(entry, charged, 0.0)
     return returned.value

@@ -155,9 +155,9 @@ class _Backend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-def bounded_transport() -> httpx.BaseTransport:
+def bounded_transport(verify: ssl.SSLContext | bool = True) -> httpx.BaseTransport:
     """httpx's own transport, with every socket operation bounded by the call's deadline."""
-    transport = httpx.HTTPTransport()
+    transport = httpx.HTTPTransport(verify=verify)
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
     if isinstance(backend, httpcore.NetworkBackend):

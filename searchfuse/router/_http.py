@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import ssl
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -122,6 +124,29 @@ class _AsyncClient(_WithoutCookies, httpx.AsyncClient):
 
 _NO_COOKIES = _Jarless()
 
+#: The TLS context every pool of this process verifies with, per CA location.
+_TLS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CAs, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), made
+    once per process and CA location.
+
+    Loading the CA bundle costs about 20 ms of CPU; httpx does it for every
+    client it makes, and a router makes one per provider and one per event
+    loop (each `asyncio.run`). A context is safe to share between threads and
+    connections.
+    """
+    where = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _TLS.get(where)
+    if context is None:
+        with _TLS_LOCK:
+            context = _TLS.get(where)
+            if context is None:
+                context = _TLS[where] = httpx.create_ssl_context()
+    return context
+
 
 class HTTP:
     """One provider's address and connection pools, sync and async.
@@ -216,7 +241,8 @@ class HTTP:
                     client = self._client = _Client(
                         base_url=self.base_url,
                         timeout=self.timeout,
-                        transport=self._transport or _deadline.bounded_transport(),
+                        transport=self._transport or _deadline.bounded_transport(tls_context()),
+                        verify=tls_context(),  # for the proxies httpx mounts from the environment
                         follow_redirects=False,
                     )
         return client
@@ -234,6 +260,7 @@ class HTTP:
                         base_url=self.base_url,
                         timeout=self.timeout,
                         transport=self._async_transport,
+                        verify=tls_context(),
                         follow_redirects=False,
                     )
                     self._aclients[loop] = client

@@ -9,8 +9,7 @@ kept up to date from what changed since (one indexed query for SQLite, none when
 The invariant: the view may be stale, but nothing is ever sent on it alone, because every send is
 granted by a transaction that reads the rows it decides on. So a burst staying on its key may skip
 even the look when the last grant found the store unchanged by anyone else since this router's own
-writes (`Grant.fresh`); every write of this router's own clears that trust.
-"""
+writes (`Grant.fresh`); every write of this router's own clears that trust."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from searchfuse.providers._base import Classified, Figures, Rate
 from searchfuse.router import policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
-from searchfuse.router._rates import pace_window
+from searchfuse.router._rates import Lateness, pace_window
 from searchfuse.router._spend import Line, Spent, give_back, settlement
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
@@ -84,6 +83,7 @@ class Ledger:
         self._trusted = False
         self._pending: list[Callable[[State], object]] = []
         self._pending_lock = threading.Lock()
+        self.lateness = Lateness()  # how late requests leave after their grant (drivers note it)
 
     @property
     def blocking(self) -> bool:
@@ -176,7 +176,7 @@ class Ledger:
             now,
             fp,
             rpm=rpm,
-            window=pace_window(rate),
+            window=pace_window(rate, self.lateness.seen),
             honour_hold=honour,
             charge=charge,
             spend=spend,
@@ -252,8 +252,7 @@ class Ledger:
         `retry_hold` (with `park=False`, for `on_429="retry"`): hold the router for
         that long unless a hold already runs; returns `retry_hold` if this call
         took the hold (it retries for the burst), else 0.0. `probe`: the answer is a
-        probe's, which ends its claim (see `claim_probe`).
-        """
+        probe's, which ends its claim (see `claim_probe`)."""
         self._trusted = False  # the view does not show what this writes
         now = self.now()
         reaction = policy.REACTIONS[answer.outcome]

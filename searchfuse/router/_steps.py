@@ -43,6 +43,8 @@ class Send(_sansio.Step):
     entry: KeyEntry
     request: Request
     timeout: float | None = None
+    #: When its pacing slot was granted (router clock), to note how late it leaves.
+    granted_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,10 @@ def drive(
             return exc
 
     def send(step: Send) -> Any:
-        http = core.link(step.entry.provider).http
+        link = core.link(step.entry.provider)
+        http = link.http
+        if step.granted_at is not None:
+            link.ledger.lateness.note(core.options.now() - step.granted_at)
         try:
             return http.send(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:
@@ -160,7 +165,10 @@ async def adrive(
             return exc
 
     async def send(step: Send) -> Any:
-        http = core.link(step.entry.provider).http
+        link = core.link(step.entry.provider)
+        http = link.http
+        if step.granted_at is not None:
+            link.ledger.lateness.note(core.options.now() - step.granted_at)
         try:
             return await http.asend(step.entry.key, step.request, deadline, timeout=step.timeout)
         except httpx.HTTPError as exc:

@@ -282,8 +282,9 @@ def diagnose_candidates(
     if outage is not None and found in (Verdict.HEALTHY, Verdict.STALE):
         found, advice, retry_after = Verdict(outage[0]), outage[1], outage[2]
     steps.append(Step("verdict", f"{found}: {advice}"))
+    memo: dict[str, str] = {}
     shown = tuple(
-        Step(s.name, redact(s.finding, known), redact_tree(s.evidence, known)) for s in steps
+        Step(s.name, redact(s.finding, known), redact_tree(s.evidence, known, memo)) for s in steps
     )
     return Diagnosis(
         shown, found, bool(burst), redact(f"Verdict: {found}. {advice}", known), retry_after

@@ -135,24 +135,41 @@ class Ranking:
     def update(self, state: State, keys: Iterable[str] | None, accounts: Iterable[str]) -> None:
         """Bring the order up to date with `state`; `keys=None`: everything changed."""
         if keys is None or self.state is None:
-            self.state = state
-            self.order, self.scores = [], {}
-            self.cands = {}
-            self.dirty = set()
-            for fp in self.entries:
-                self._place(fp, state)
+            self._rebuild(state)
             return
         self.state = state
         self.dirty.update(fp for fp in keys if fp in self.entries)
         for account in accounts:
             self.dirty.update(self.by_account.get(account, ()))
 
+    def _rebuild(self, state: State) -> None:
+        """Every key scored afresh and sorted once (placing them one by one moved
+        the whole list each time: quadratic in the number of keys)."""
+        self.state = state
+        self.cands, self.scores, self.dirty = {}, {}, set()
+        for fp in self.entries:
+            self._score(fp, state)
+        self.order = sorted((new, fp) for fp, new in self.scores.items())
+
     def _flush(self) -> None:
         state = self.state
         if self.dirty and state is not None:
+            if len(self.dirty) > len(self.entries) // 8:
+                self._rebuild(state)  # most keys changed: one sort beats many placements
+                return
             for fp in self.dirty:
                 self._place(fp, state)
             self.dirty = set()
+
+    def _score(self, fp: str, state: State) -> tuple[float, float, float, int] | None:
+        """`fp`'s candidate, kept, and its score (`None`: it cannot serve at all)."""
+        c = self.cands[fp] = candidate(self.entries[fp], state)
+        ks = c.state
+        if ks.disabled or ks.exhausted:
+            return None
+        # A cooling key stays in the order: best() checks the clock.
+        new = self.scores[fp] = score(c, self.position[fp])
+        return new
 
     def _place(self, fp: str, state: State) -> None:
         old = self.scores.pop(fp, None)
@@ -160,14 +177,9 @@ class Ranking:
             i = bisect.bisect_left(self.order, (old, fp))
             if i < len(self.order) and self.order[i] == (old, fp):
                 del self.order[i]
-        c = self.cands[fp] = candidate(self.entries[fp], state)
-        ks = c.state
-        if ks.disabled or ks.exhausted:
-            return
-        # A cooling key stays in the order: best() checks the clock.
-        new = score(c, self.position[fp])
-        self.scores[fp] = new
-        bisect.insort(self.order, (new, fp))
+        new = self._score(fp, state)
+        if new is not None:
+            bisect.insort(self.order, (new, fp))
 
     def best(self, now: float, exclude: Iterable[str] = ()) -> list[Candidate]:
         """The usable keys at `now`, best first (lazily: stops at the first usable one

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from searchfuse._secrets import known_keys, redact
+from searchfuse._secrets import known_keys, redact_tree
 from searchfuse.router.selection import Candidate
 from searchfuse.router.state import KeyUsage
 
@@ -100,17 +100,25 @@ class ProbeResult:
 
 
 def key_status(
-    c: Candidate, now: float, left: float, blocked: str | None, secrets: Iterable[str] = ()
+    c: Candidate,
+    now: float,
+    left: float,
+    blocked: str | None,
+    secrets: Iterable[str] = (),
+    memo: dict[str, str] | None = None,
+    **more: Any,
 ) -> KeyStatus:
     """Build a [`KeyStatus`][searchfuse.router.KeyStatus] from a selection candidate.
 
     Its texts are redacted with `secrets` (the configured keys) and the
-    generic key patterns: a key pasted into `notes` never shows raw.
+    generic key patterns: a key pasted into `notes` never shows raw. `memo`,
+    shared by the records of one report, redacts each distinct text once.
+    `more`: other fields of the record (its pacing window), set as it is made.
     """
     known = known_keys(secrets)
 
     def text(value: str | None) -> str | None:
-        return None if value is None else redact(value, known)
+        return None if value is None else redact_tree(value, known, memo)
 
     ks = c.state
     usage = ks.last_usage or KeyUsage()
@@ -119,7 +127,7 @@ def key_status(
         key=c.entry.masked,
         fingerprint=c.entry.fingerprint,
         account=text(c.entry.account),
-        notes=redact(c.entry.notes, known),
+        notes=redact_tree(c.entry.notes, known, memo),
         state=state,
         blocked_reason=text(blocked),
         key_usage=usage.key_usage,
@@ -136,4 +144,5 @@ def key_status(
         last_sync_age=None if ks.last_sync_at is None else max(0.0, now - ks.last_sync_at),
         searches=ks.searches,
         provider=c.entry.provider,
+        **more,
     )

@@ -155,7 +155,7 @@ def copy_state(state: State) -> State:
         accounts={name: copied(acc) for name, acc in state.accounts.items()},
         hold_until=state.hold_until,
         hold_key=state.hold_key,
-        rings={name: Ring(r.size, r.seq, list(r.slots)) for name, r in state.rings.items()},
+        rings={name: r.copy() for name, r in state.rings.items()},
         tallies=dict(state.tallies),
         # Never changed in place (a new event makes a new list): shared.
         events=state.events,

@@ -19,13 +19,22 @@ class Ring:
     costs one slot read and one slot write per event whatever `size` is.
     """
 
-    __slots__ = ("seq", "size", "slots")
+    __slots__ = ("high", "seq", "size", "slots")
 
     def __init__(self, size: int, seq: int = 0, slots: list[float | None] | None = None) -> None:
         self.size = size
         self.seq = seq
         #: Grows to `size` as events come: a rate of a million costs nothing until used.
         self.slots: list[float | None] = slots if slots is not None else []
+        #: No stored time is later than this (`None`: not known yet). It spares a look
+        #: at every slot for a time later than now on each event.
+        self.high: float | None = None
+
+    def copy(self) -> Ring:
+        """A ring with the same times, to change freely."""
+        ring = Ring(self.size, self.seq, list(self.slots))
+        ring.high = self.high
+        return ring
 
     def get(self, index: int) -> float | None:
         """The time in slot `index` (`None`: never used)."""
@@ -36,6 +45,9 @@ class Ring:
         if index >= len(self.slots):
             self.slots.extend([None] * (index + 1 - len(self.slots)))
         self.slots[index] = t
+        high = self.high
+        if high is not None and t is not None and t > high:
+            self.high = t
 
     def resized(self, size: int) -> Ring:
         """The same history in a ring of `size` slots (the newest events kept)."""

@@ -57,7 +57,14 @@ def future_slot(name: str, t: float | None, now: float) -> bool:
 
 
 def clamp_slots(ring: Ring, name: str, now: float) -> bool:
-    """Rewrite every time in `ring` later than `now` to `now`; True if one was."""
+    """Rewrite every time in `ring` later than `now` to `now`; True if one was.
+
+    Each slot is looked at once per ring, not on every event: after a look,
+    `ring.high` bounds every time written since.
+    """
+    high = ring.high
+    if high is not None and high <= now:
+        return False
     changed = False
     for i, t in enumerate(ring.slots):
         if t is not None and t > now:
@@ -65,6 +72,7 @@ def clamp_slots(ring: Ring, name: str, now: float) -> bool:
                 future_slot(name, t, now)
             ring.slots[i] = now
             changed = True
+    ring.high = max((t for t in ring.slots if t is not None), default=now)
     return changed
 
 
