@@ -687,20 +687,30 @@ class Guard:
             self._settle(opened, answered, failed)
         return result if self.adapt is None else self.adapt(result)
 
-    def pass_through(self, key: Hashable, again: bool, backend: Callable[..., Any]) -> Any:
+    def pass_through(
+        self,
+        key: Hashable,
+        again: bool,
+        backend: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
         """[`search_flow`][searchfuse.Guard.search_flow] for a bare sync pass-through (the
         call not read: no checklist, no cache, no router mapping), run directly.
 
         The same parts in the same order; with nothing to wait on and
         nothing to ask, no generator and no driver are needed, which was a
-        third of a guarded call's cost.
+        third of a guarded call's cost. `backend` is called with `args` and
+        `kwargs` as they came (no partial made per call); a routed backend
+        comes already bound, with empty ones.
         """
         try:
             opened = self._open(key, again)
             answered = failed = False
             try:
                 if self.inject is None:
-                    result = backend()  # `_call` without its frame: this is every call's path
+                    # `_call` without its frame (or a partial): this is every call's path.
+                    result = backend(*args, **kwargs)
                     if type(result) not in _PLAIN_RESULTS:
                         result = self._checked(result)
                 else:

@@ -334,13 +334,11 @@ class _Shell:
                 raw = (args, tuple(kwargs.items())) if kwargs else args
                 core = self.core
                 again = bool(_CHAIN.get()) and core.in_chain(raw)
-                backend = (
-                    functools.partial(wrapped, *args, **kwargs)
-                    if core.inject is None
-                    else self.backend(wrapped, args, kwargs)
-                )
+                if core.inject is None:  # the function itself searches, called as it came
+                    return core.pass_through(raw, again, wrapped, args, kwargs)
+                backend = self.backend(wrapped, args, kwargs)
                 assert backend is not None  # not routed: the function itself searches
-                return core.pass_through(raw, again, backend)
+                return core.pass_through(raw, again, backend, (), {})
             hit, flow, query, params = self.start(wrapped, instance, args, kwargs)
             if flow is None:
                 return hit
