@@ -77,18 +77,29 @@ GRANTER = textwrap.dedent(
     """
     import json, sys, time
     from searchfuse.router.state import Charge, RedisStore, Store
+    from searchfuse.router.state._budgets import Line, period_of
     url, ns, kind = sys.argv[1], sys.argv[2], sys.argv[3]
     n, start = int(sys.argv[4]), float(sys.argv[5])
     store = RedisStore(url, namespace=ns)
     charge = Charge("fp", "acct", None, 1.0)
     client = store.client
+    def spend(now):
+        # A day's budget of the fleet and one of a conversation (kept 10 minutes).
+        if kind != "budgets":
+            return ()
+        day, ends = period_of("day", now)
+        return (
+            Line(0, "router:*:searches:day", day, 1e12, 1.0, ends, keep_until=ends + 86400),
+            Line(1, "conversation:c-1:searches:", "", 1e12, 1.0, keep_until=now + 600),
+        )
     def call(i):
         if kind == "incr":
             client.incr(ns + ":counter")
         else:
-            grant = store.grant if kind == "script" else lambda *a, **k: Store.grant(store, *a, **k)
-            grant(time.time(), "fp", rpm=10**9, window=60.0, honour_hold=True,
-                  charge=charge)
+            grant = store.grant if kind != "watch" else lambda *a, **k: Store.grant(store, *a, **k)
+            now = time.time()
+            grant(now, "fp", rpm=10**9, window=60.0, honour_hold=True,
+                  charge=charge, spend=spend(now))
     for i in range(50):
         call(i)
     while time.time() < start:
@@ -104,6 +115,7 @@ GRANTER = textwrap.dedent(
 GRANT_KINDS = {
     "incr": "bare INCR",
     "script": "grant, one script",
+    "budgets": "+ two budgets",
     "watch": "grant, WATCH/MULTI",
 }
 

@@ -131,3 +131,35 @@ def test_a_huge_stored_log_size_is_never_materialised(
     assert peak < 4_000_000  # bytes: what three real slots cost, not a list of the size
     assert wait == pytest.approx(50.0)  # the three real times still count
     assert take(opener(), NOW + 60.0) == 0.0
+
+
+def test_a_slot_a_moment_ahead_is_another_process_racing_and_is_believed_silently(
+    opener: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two processes of one host: the one that read its clock first writes second.
+    name = f"search:{uuid.uuid4().hex[:8]}"
+    other, store = opener(), opener()
+    assert [take(other, NOW + 0.3, name) for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = take(store, NOW, name)
+    assert wait == pytest.approx(60.3)  # the other's grant, as it was stamped
+    assert "after this clock's now" not in caplog.text
+    assert take(store, NOW + 60.3, name) == 0.0
+
+
+def test_the_redis_script_decides_a_slot_a_moment_ahead_itself(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = f"t{uuid.uuid4().hex[:12]}"
+    other, store = RedisStore(redis_url, namespace=ns), RedisStore(redis_url, namespace=ns)
+    ask = {"rpm": 2, "window": 60.0, "honour_hold": True}
+    assert store.grant(NOW - 100, "fp1", **ask).verdict == "ok"  # the month seen
+    for at in (NOW + 0.2, NOW + 0.4):
+        assert other.grant(at, "fp1", **ask).verdict == "ok"
+    careful: list[object] = []
+    real = Store.grant
+    monkeypatch.setattr(Store, "grant", lambda *a, **k: careful.append(a) or real(*a, **k))
+    found = store.grant(NOW, "fp1", **ask)
+    assert (found.verdict, round(found.wait, 6)) == ("paced", 60.2)
+    assert careful == [] and "after this clock's now" not in caplog.text
+    other.close()
+    store.close()

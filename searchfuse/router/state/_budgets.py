@@ -22,8 +22,10 @@ its tally, however long it runs, and one that went quiet is forgotten.
 `over` and `charge` are pure: they read and write tallies only through
 `State.tally` / `State.set_tally`, inside the grant's change function, so
 every backend gets the budget check in the same transaction as the pacing
-decision (SQLite `BEGIN IMMEDIATE`, Redis `WATCH`/`MULTI`, a lock for the
-others). Two processes sharing a budget of 25 can never both take the 25th.
+decision (SQLite `BEGIN IMMEDIATE`, a lock for memory and the JSON file; on
+Redis the grant script `_redis_grant` makes the same decision on the server,
+its `WATCH`/`MULTI` transaction the careful way). Two processes sharing a
+budget of 25 can never both take the 25th.
 """
 
 from __future__ import annotations

@@ -247,12 +247,11 @@ class RedisStore(RedisBase, Store):
         charge: Charge | None = None,
         spend: tuple[Line, ...] = (),
     ) -> Grant:
-        """What `Store.grant` decides, in one round trip (`_redis_grant`); budgets,
-        values the script does not take as they are, and a month's turn take the
-        careful path."""
+        """What `Store.grant` decides, in one round trip (`_redis_grant`); values
+        the script does not take as they are, and a month's turn, take the careful
+        path."""
         month = self._month_now
-        # Budgets (their tallies' periods and expiries) take the careful path.
-        if month and not spend and self._months.rollover(month, now) is None:
+        if month and self._months.rollover(month, now) is None:
             found = script_grant(
                 self,
                 month,

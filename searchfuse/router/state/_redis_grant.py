@@ -2,42 +2,47 @@
 
 `acquire` (state/_grant.py) is the meaning of a grant: the budgets, the 429
 hold, the key's state, a slot in its pacing log, the search counted in
-advance. The script decides all but the budgets; a grant with budgets (their
-tallies carry periods and expiries that move on a refusal too) takes the
-careful path. On Redis, running it as an optimistic transaction costs several round
-trips and, with writers racing, retries (`WATCH`/`MULTI`). This script makes
-the same decision, in the same order, on the server, in one `EVALSHA`:
-nothing else runs on the server meanwhile, so it is atomic across every
-process and host.
+advance. The script decides all of it, the budgets' tallies included (their
+periods, and expiries that move on a refusal too). On Redis, running it as an
+optimistic transaction costs several round trips and, with writers racing,
+retries (`WATCH`/`MULTI`). This script makes the same decision, in the same
+order, on the server, in one `EVALSHA`: nothing else runs on the server
+meanwhile, so it is atomic across every process and host.
 
 It decides only on values it reads cleanly. Anything else -- a month this
 process has not seen yet (a rollover is due), a value that is not a plain
 number or flag (reset with a warning by the careful path), a pacing log of
-another size or holding a time later than now (rebuilt or clamped, see
-`_trust`) -- answers "careful", and the store runs `acquire` itself as a
-transaction, as every other store does. `tests/stores/test_redis_grant.py`
-holds the script to `acquire`, case by case.
+another size or holding a time later than now by more than a race between
+processes (rebuilt or clamped, see `_trust`) -- answers "careful", and the
+store runs `acquire` itself as a transaction, as every other store does.
+`tests/stores/test_redis_grant.py` holds the script to `acquire`, case by case.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import replace
 from typing import Any
 
+from searchfuse._format import amount
 from searchfuse.router.state._budgets import Line, period_end
 from searchfuse.router.state._events import Event, EventKind
 from searchfuse.router.state._grant import GRANTED, GRANTED_CLEAN, Charge, Grant, search_log
 from searchfuse.router.state._records import Availability
 from searchfuse.router.state._redis_tx import keep_ms
+from searchfuse.router.state._trust import RACE
 
 __all__ = ["GRANT", "script_grant"]
 
 # KEYS: month, hold, key, account, log, seq, revs, then one tally per budget line.
 # ARGV: month, now, honour (1/0), rpm ("": no pacing), window, log ttl ms,
 #       charge (1/0), credits, account ("": none), records ttl ms, key rev name,
-#       account rev name, lines, then per line: period, limit, amount, ttl ms ("": none).
-GRANT = """
+#       account rev name, lines, then per line: period, limit, amount, keep until
+#       ("": for ever).
+# Every value is checked before anything is written: "careful" never follows a write.
+GRANT = (
+    """
 local function num(v)
   if v == false or v == nil or v == '' then return nil, true end
   local n = tonumber(v)
@@ -47,22 +52,68 @@ local function num(v)
   return n, true
 end
 local function fmt(x) return string.format('%.17g', x) end
+local RACE = """
+    + repr(RACE)
+    + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'careful'} end
 local now = tonumber(ARGV[2])
 local lines = tonumber(ARGV[13])
-local used = {}
+-- Budget tallies, by key name: {period, used, expires} (nil: none stored).
+local tally = {}
+for i = 1, lines do
+  local name = KEYS[7 + i]
+  if tally[name] == nil then
+    local t = redis.call('HMGET', name, 'period', 'used', 'expires')
+    if t[1] == false and t[2] == false then
+      tally[name] = false
+    else
+      local u, ok = num(t[2])
+      local e, ok2 = num(t[3])
+      if t[1] == false or not ok or not ok2 or u == nil or u < 0 then return {'careful'} end
+      local p = t[1]
+      if not (p == '' or p:match('^%d%d%d%d%-%d%d$') or p:match('^%d%d%d%d%-%d%d%-%d%d$')) then
+        return {'careful'}  -- compared as text below: only labels that sort as periods
+      end
+      tally[name] = {t[1], u, e}
+    end
+  end
+end
+local function live(name, period)
+  local t = tally[name]
+  return t and t[1] >= period and (t[3] == nil or now < t[3]) and t or nil
+end
+local function keep(b, t)
+  local k = ARGV[b + 4]
+  if k == '' then return nil end
+  k = tonumber(k)
+  if t ~= nil and t[3] ~= nil and t[3] > k then return t[3] end
+  return k
+end
+local function put(name, t)
+  tally[name] = t
+  redis.call('HSET', name, 'period', t[1], 'used', fmt(t[2]), 'expires', t[3] and fmt(t[3]) or '')
+  if t[3] ~= nil then
+    redis.call('PEXPIRE', name, math.max(1000, math.ceil((t[3] - now) * 1000)))
+  else
+    redis.call('PERSIST', name)
+  end
+end
 for i = 1, lines do
   local b = 13 + (i - 1) * 4
-  local t = redis.call('HMGET', KEYS[7 + i], 'period', 'used')
-  local u = 0
-  if t[1] == ARGV[b + 1] then
-    local n, ok = num(t[2])
-    if not ok or n == nil or n < 0 then return {'careful'} end
-    u = n
-  elseif t[1] == false and t[2] ~= false then return {'careful'} end
-  used[i] = u
+  local t = live(KEYS[7 + i], ARGV[b + 1])
+  local u = t and t[2] or 0
   if u + tonumber(ARGV[b + 3]) > tonumber(ARGV[b + 2]) + 1e-9 then
-    return {'budget', tostring(i), fmt(u)}
+    -- A refused spender is still active: its live tallies' expiries move on.
+    for j = 1, lines do
+      local c = 13 + (j - 1) * 4
+      local name = KEYS[7 + j]
+      local s = live(name, ARGV[c + 1])
+      if s then
+        local kept = keep(c, s)
+        if kept ~= s[3] then put(name, {s[1], s[2], kept}) end
+      end
+    end
+    return {'budget', tostring(i), fmt(u), t and t[1] or ARGV[b + 1]}
   end
 end
 if ARGV[3] == '1' then
@@ -89,6 +140,12 @@ end
 if k[1] == '1' then return {'blocked', 'inf', 'disabled'} end
 if cooldown ~= nil and cooldown > now then return {'blocked', fmt(cooldown - now), 'cooling'} end
 if k[3] == '1' then return {'blocked', 'inf', 'exhausted'} end
+local acct = nil
+if ARGV[7] == '1' then
+  local a, ok = num(redis.call('HGET', KEYS[4], 'local_credits'))
+  if not ok or (a ~= nil and a < 0) then return {'careful'} end
+  acct = a or 0
+end
 if ARGV[4] ~= '' then
   local limit = tonumber(ARGV[4])
   local r = redis.call('HMGET', KEYS[5], 'size', 'seq')
@@ -102,7 +159,7 @@ if ARGV[4] ~= '' then
     end
     local o = redis.call('HGET', KEYS[5], 's' .. string.format('%d', seq % size))
     local n, ok = num(o)
-    if not ok or (n ~= nil and n > now) then return {'careful'} end
+    if not ok or (n ~= nil and n > now + RACE) then return {'careful'} end
     oldest = n
   end
   local window = tonumber(ARGV[5])
@@ -115,23 +172,23 @@ local out = {'ok', '0'}
 local done = {}
 for i = 1, lines do
   local b = 13 + (i - 1) * 4
-  local u = used[i]
-  if not done[KEYS[7 + i]] then
-    done[KEYS[7 + i]] = u + tonumber(ARGV[b + 3])
-    redis.call('HSET', KEYS[7 + i], 'period', ARGV[b + 1], 'used', fmt(done[KEYS[7 + i]]))
-    if ARGV[b + 4] ~= '' then redis.call('PEXPIRE', KEYS[7 + i], ARGV[b + 4]) end
+  local name = KEYS[7 + i]
+  local t = live(name, ARGV[b + 1])
+  if not done[name] then
+    done[name] = true
+    t = {t and t[1] or ARGV[b + 1], (t and t[2] or 0) + tonumber(ARGV[b + 3]), keep(b, t)}
+    put(name, t)
   end
-  out[#out + 1] = fmt(done[KEYS[7 + i]])
+  out[#out + 1] = fmt(t[2])
+  out[#out + 1] = t[1]
 end
-if ARGV[7] == '1' then
-  local a, ok = num(redis.call('HGET', KEYS[4], 'local_credits'))
-  if not ok or (a ~= nil and a < 0) then return {'careful'} end
+if acct ~= nil then
   local credits = tonumber(ARGV[8])
   redis.call('HSET', KEYS[3], 'searches', string.format('%d', (searches or 0) + 1),
     'last_used_at', ARGV[2], 'local_credits', fmt((credits_used or 0) + credits))
   if ARGV[9] == '' then redis.call('HDEL', KEYS[3], 'account')
   else redis.call('HSET', KEYS[3], 'account', ARGV[9]) end
-  redis.call('HSET', KEYS[4], 'local_credits', fmt((a or 0) + credits))
+  redis.call('HSET', KEYS[4], 'local_credits', fmt(acct + credits))
   redis.call('PEXPIRE', KEYS[3], ARGV[10])
   redis.call('PEXPIRE', KEYS[4], ARGV[10])
   local rev = redis.call('INCR', KEYS[6])
@@ -143,6 +200,7 @@ if ARGV[7] == '1' then
 end
 return out
 """
+)
 
 _BLOCKED = {
     "disabled": Availability.DISABLED,
@@ -167,14 +225,18 @@ def script_grant(
     for the careful path (see the module docstring)."""
     # A search asks with the same key, charge and budgets as the last one: the
     # script's keys and arguments are made once per hour (expiries count from
-    # the hour's start, so they run at most an hour long), only now changes.
+    # the hour's start, so they run at most an hour long); only now and each
+    # budget's keep-until (a conversation's moves with now) change per call.
     hour = int(now // 3600)
-    ask = (month, hour, fp, rpm, window, honour_hold, charge, spend)
+    lines = tuple((line.name, line.period, line.limit, line.amount) for line in spend)
+    ask = (month, hour, fp, rpm, window, honour_hold, charge, lines)
     made = _MADE.get(store)
     if made is None or made[0] != ask:
         made = _MADE[store] = (ask, *_call_for(store, ask, hour * 3600.0))
     args = made[2].copy()
     args[1] = repr(now)
+    for i, line in enumerate(spend):
+        args[_KEEP + 4 * i] = "" if line.keep_until is None else repr(line.keep_until)
     answer = store.run_script(made[1], args)
     verdict = answer[0]
     if verdict == "careful":
@@ -182,7 +244,8 @@ def script_grant(
     if verdict == "ok":
         if spend:
             spent = tuple(
-                _with_use(line, float(u)) for line, u in zip(spend, answer[2:], strict=True)
+                _counted(line, float(answer[2 + 2 * i]), answer[3 + 2 * i])
+                for i, line in enumerate(spend)
             )
             return Grant("ok", clean=answer[1] == "1", spent=spent)
         return GRANTED_CLEAN if answer[1] == "1" else GRANTED
@@ -193,23 +256,25 @@ def script_grant(
         return Grant("blocked", wait, _BLOCKED[answer[2]])
     if verdict == "paced":
         return Grant("paced", float(answer[1]))
-    refused = _with_use(spend[int(answer[1]) - 1], float(answer[2]))
+    refused = _counted(spend[int(answer[1]) - 1], float(answer[2]), answer[3])
     wait = refused.wait(now)
     until = refused.resets_at
-    detail = f"budget {refused.name}: {refused.used:g} of {refused.limit:g} used"
+    detail = f"budget {refused.name}: {amount(refused.used)} of {amount(refused.limit)} used"
     store.log_events([Event(now, EventKind.BUDGET, None, fp, detail, until and wait, until)])
     return Grant("budget", wait, over=refused)
 
 
 #: The last call's keys and arguments, per store (see `script_grant`).
-_MADE: weakref.WeakKeyDictionary[Any, tuple[Any, list[str], list[Any]]] = (
+_MADE: weakref.WeakKeyDictionary[Any, tuple[Any, list[bytes], list[Any]]] = (
     weakref.WeakKeyDictionary()
 )
+#: Where the first budget line's keep-until is in the script's arguments.
+_KEEP = 16
 
 
-def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[str], list[Any]]:
+def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[bytes], list[Any]]:
     """The script's keys and arguments for `ask`, expiries counted from `since`."""
-    month, _, fp, rpm, window, honour_hold, charge, spend = ask
+    month, _, fp, rpm, window, honour_hold, charge, lines = ask
     keys = [
         store.month_key,
         store.hold_key,
@@ -232,17 +297,18 @@ def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[str]
         keep_ms(month, since),
         f"k:{fp}",
         f"a:{charge.account_id}" if charge else "",
-        len(spend),
+        len(lines),
     ]
-    for line in spend:
-        keys.append(store.tally_key(line.name))
-        end = period_end(line.period)
-        ttl = "" if end is None else max(1000, math.ceil((end + 86400 - since) * 1000))
-        args += [line.period, repr(line.limit), repr(line.amount), ttl]
-    return keys, args
+    for name, period, limit, cost in lines:
+        keys.append(store.tally_key(name))
+        args += [period, repr(limit), repr(cost), ""]
+    # Encoded once: redis-py sends bytes as they are (a third of packing the call).
+    return [k.encode() for k in keys], [str(a).encode() for a in args]
 
 
-def _with_use(line: Line, used: float) -> Line:
-    from dataclasses import replace
-
-    return replace(line, used=used)
+def _counted(line: Line, used: float, period: str) -> Line:
+    """`line` with `used`, counted in `period`: a later one than the line's own when
+    another process's clock is ahead (then it also resets when that ends)."""
+    if period == line.period:
+        return replace(line, used=used)
+    return replace(line, period=period, resets_at=period_end(period), used=used)

@@ -8,6 +8,9 @@ it. Two stored things in a pacing log can claim what cannot be true:
   skew, far past what its rate allows. Such a time is read as `now`, and every
   backend rewrites the log's future times to `now`, so the key waits at most
   one window, once;
+  A time at most `RACE` seconds ahead is believed as it is: processes of one
+  host stamp their grants a moment apart, and the one that read its clock
+  first may find the other's slot already written;
 - a log size far larger than any rate (`200000000`): a resize never builds
   a list of that size; it keeps the newest `size` times that are really stored.
 """
@@ -21,11 +24,15 @@ from collections.abc import Iterable
 
 from searchfuse.router.state._ring import Ring
 
-__all__ = ["clamp_slots", "future_slot", "newest_ring", "slot_time"]
+__all__ = ["RACE", "clamp_slots", "future_slot", "newest_ring"]
 
 log = logging.getLogger("searchfuse.state")
 
 _TOLD: set[str] = set()
+
+#: Seconds a stored slot time may be later than `now` and still be believed: two
+#: processes' grants a moment apart (a clock ahead by more is not believed).
+RACE = 1.0
 
 
 def _tell(name: str, what: str) -> None:
@@ -37,16 +44,10 @@ def _tell(name: str, what: str) -> None:
     log.warning("router state: pacing log %s %s", name, what)
 
 
-def slot_time(t: float | None, now: float) -> float | None:
-    """A stored slot time as far as it can be true: never later than `now`."""
-    if t is None or t <= now:
-        return t
-    return now
-
-
 def future_slot(name: str, t: float | None, now: float) -> bool:
-    """Whether slot time `t` of log `name` is later than `now` (said once per log)."""
-    if t is None or t <= now:
+    """Whether slot time `t` of log `name` is later than `now` by more than `RACE`
+    (said once per log)."""
+    if t is None or t <= now + RACE:
         return False
     _tell(
         name,
