@@ -19,9 +19,10 @@ __all__ = ["blocked_write", "owner_of", "private_copy", "sidecars", "unreadable"
 
 
 def sidecars(state: Path) -> list[Path]:
-    """The files a store keeps beside `state`: SQLite's WAL and index, the JSON lock."""
+    """The files a store keeps beside `state`: SQLite's WAL and index, the JSON lock
+    and the JSON store's claims on shared-cache entries."""
     if state.name.endswith(".json"):
-        return [Path(f"{state}.lock")]
+        return [Path(f"{state}.lock"), Path(f"{state}.claims")]
     return [Path(f"{state}-wal"), Path(f"{state}-shm")]
 
 

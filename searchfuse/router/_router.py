@@ -177,7 +177,7 @@ class Router(BudgetReports):
         wiring = _chainbuild.Wiring(
             environ, base_url, urls, *transports, secrets, self._scrub, breaker_threshold
         )
-        store, self._close_store = open_owned(state, self.config.keys)
+        store, self._store_closer = open_owned(state, self.config.keys)
         self._chain = _chainbuild.build(self.config, options, store, wiring, fallback, overflow)
         self._core = self._chain.first
         self.http = self._core.http
@@ -379,12 +379,13 @@ class Router(BudgetReports):
         """Close the HTTP connection pools, and the store if this router opened it."""
         for core in self._chain.cores:
             core.http.close()
-        self._close_store()
+        self._store_closer.close()
 
     async def aclose(self) -> None:
-        """Close every HTTP connection pool, sync and async."""
+        """Close every HTTP connection pool, sync and async, and the store as `close` does."""
         for core in self._chain.cores:
             await core.http.aclose()
+        await self._store_closer.aclose()
 
     def __enter__(self) -> Router:
         return self

@@ -3,11 +3,13 @@ and a Redis that forgot is noticed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +168,83 @@ def test_a_json_lock_file_deleted_under_a_running_store_still_excludes_writers(
     for t in threads:
         t.join()
     assert JsonFileStore(path).read(now).keys["fp1"].searches == 81  # no update lost
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+def test_leaving_an_async_router_closes_every_file_of_the_store_it_opened(
+    tmp_path: Path, name: str
+) -> None:
+    clock = FakeClock()
+    fake = FakeTavily([K1, K2], clock=clock)
+    state = tmp_path / "state" / name
+    state.parent.mkdir()
+
+    async def main() -> None:
+        async with Router(
+            [K1, K2],
+            state=str(state),
+            clock=clock,
+            transport=fake.transport(),
+            async_transport=fake.transport(),
+        ) as router:
+            await asyncio.gather(*(router.asearch(f"q{i}") for i in range(20)))
+            # A sync search too: its thread's connection is the router's to close.
+            await asyncio.to_thread(router.search, "from a thread")
+            assert open_files_under(state.parent)
+        assert open_files_under(state.parent) == []
+        await router.aclose()  # closing again does nothing
+        router.close()
+
+    asyncio.run(main())
+    assert len(fake.searches) == 21
+    assert open_files_under(state.parent) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+def test_a_shared_cache_write_still_under_way_is_stored_before_the_store_closes(
+    tmp_path: Path, name: str
+) -> None:
+    from searchfuse import guard, turn
+
+    clock = FakeClock()
+    fake = FakeTavily([K1], clock=clock)
+    state = tmp_path / "state" / name
+    state.parent.mkdir()
+    gate = threading.Event()
+
+    async def main() -> None:
+        async with Router(
+            [K1], state=str(state), clock=clock, async_transport=fake.transport()
+        ) as router:
+            write = router.store.cache_set
+
+            def slow_write(*args: Any, **kwargs: Any) -> None:
+                gate.wait(5)  # the store is busy (another process holds its lock)
+                write(*args, **kwargs)
+
+            router.store.cache_set = slow_write  # type: ignore[method-assign]
+
+            @guard(router=router, cache="shared", clock=clock)
+            async def web_search(query: str) -> dict[str, Any]:
+                raise AssertionError("a routed guard never calls the function body")
+
+            async with turn():
+                await web_search("written from a thread")  # the write goes to a thread
+            # The store frees up while the router closes.
+            asyncio.get_running_loop().call_later(0.002, gate.set)
+
+    asyncio.run(main())
+    assert open_files_under(state.parent) == []  # the write did not open it again
+    # A new process gets the answer from the store, with no request.
+    again = Router([K1], state=str(state), clock=clock, transport=fake.transport())
+
+    @guard(router=again, cache="shared", clock=clock)
+    def web_search(query: str) -> dict[str, Any]:
+        raise AssertionError("a routed guard never calls the function body")
+
+    with turn():
+        web_search("written from a thread")
+    assert len(fake.searches) == 1
+    again.close()

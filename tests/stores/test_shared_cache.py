@@ -16,7 +16,7 @@ import pytest
 from searchfuse import Router, guard, turn
 from searchfuse.guard.cache import search_key
 from searchfuse.router.shared_cache import stable_key
-from searchfuse.router.state import RedisStore, SqliteStore, Store
+from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore, Store
 from searchfuse.testing import FakeClock, FakeTavily
 
 KEY = "tvly-dev-test0001"
@@ -25,7 +25,16 @@ KEY = "tvly-dev-test0001"
 def store_for(kind: str, tmp_path: Path, request: pytest.FixtureRequest, ns: str) -> Store:
     if kind == "sqlite":
         return SqliteStore(tmp_path / "searchfuse.db")
+    if kind == "json":
+        return JsonFileStore(tmp_path / "quota.json")
     return RedisStore(request.getfixturevalue("redis_url"), namespace=ns)
+
+
+def where_for(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """What a worker process opens: the store's file, or the Redis URL."""
+    if kind == "redis":
+        return str(request.getfixturevalue("redis_url"))
+    return str(tmp_path / ("searchfuse.db" if kind == "sqlite" else "quota.json"))
 
 
 def tool(router: Router, clock: FakeClock) -> Any:
@@ -36,7 +45,7 @@ def tool(router: Router, clock: FakeClock) -> Any:
     return web_search
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "json", "redis"])
 def test_a_restart_gets_the_answer_within_the_ttl_with_no_request(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -66,10 +75,13 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from searchfuse import Router, guard, turn
-    from searchfuse.router.state import RedisStore, SqliteStore
+    from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore
 
     url, kind, where, ns = sys.argv[1:5]
-    store = SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=ns)
+    if kind == "redis":
+        store = RedisStore(where, namespace=ns)
+    else:
+        store = SqliteStore(where) if kind == "sqlite" else JsonFileStore(where)
     router = Router([{key!r}], state=store, base_url=url)
 
     @guard(router=router, cache="shared")
@@ -82,16 +94,12 @@ WORKER = textwrap.dedent(
 ).format(key=KEY)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "json", "redis"])
 def test_another_process_gets_a_hit(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     fake = FakeTavily([KEY], clock=time.time)
-    where = (
-        str(tmp_path / "searchfuse.db")
-        if kind == "sqlite"
-        else request.getfixturevalue("redis_url")
-    )
+    where = where_for(kind, tmp_path, request)
     ns = uuid.uuid4().hex
     outputs = []
     with fake.serve() as url:
@@ -309,10 +317,13 @@ AT_ONCE = textwrap.dedent(
     """
     import json, sys, time
     from searchfuse import Router, guard, turn
-    from searchfuse.router.state import RedisStore, SqliteStore
+    from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore
 
     url, kind, where, ns, start = sys.argv[1:6]
-    store = SqliteStore(where) if kind == "sqlite" else RedisStore(where, namespace=ns)
+    if kind == "redis":
+        store = RedisStore(where, namespace=ns)
+    else:
+        store = SqliteStore(where) if kind == "sqlite" else JsonFileStore(where)
     router = Router([{key!r}], state=store, base_url=url)
 
     @guard(router=router, cache="shared")
@@ -327,17 +338,13 @@ AT_ONCE = textwrap.dedent(
 ).format(key=KEY)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "json", "redis"])
 def test_four_processes_asking_at_once_pay_once(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     fake = FakeTavily([KEY], clock=time.time)
     fake.slow_next(0.5, times=None, path="/search")  # the first search is still out...
-    where = (
-        str(tmp_path / "searchfuse.db")
-        if kind == "sqlite"
-        else request.getfixturevalue("redis_url")
-    )
+    where = where_for(kind, tmp_path, request)
     ns = uuid.uuid4().hex
     with fake.serve() as url:
         start = str(time.time() + 2.0)  # ...when the others ask: they start together
@@ -354,3 +361,5 @@ def test_four_processes_asking_at_once_pay_once(
     assert all(proc.returncode == 0 for proc in procs), [err for _, err in outputs]
     assert len({out for out, _ in outputs}) == 1  # the same answer for all four
     assert len(fake.searches) == 1  # paid once
+    if kind == "json":  # the claim ended with the search: nothing left beside the state
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]

@@ -280,16 +280,14 @@ def test_the_shared_cache_evicts_what_expires_soonest_in_every_store(opener: Ope
 def test_one_claim_on_a_cache_entry_at_a_time(opener: Opener) -> None:
     import time
 
-    from searchfuse.router.state import JsonFileStore
-
     store, other = opener(), opener()
     soon = time.time() + 30
     assert store.cache_claim("k", "first", soon)
     assert store.cache_claim("k", "first", soon)  # its own claim: still its own
-    single_flight = not isinstance(store, JsonFileStore)  # the JSON file keeps no claims
-    assert other.cache_claim("k", "second", soon) is not single_flight
+    assert not other.cache_claim("k", "second", soon)
     store.cache_release("k", "second")  # not its claim: nothing happens
-    assert other.cache_claim("k", "third", soon) is not single_flight
+    assert not other.cache_claim("k", "third", soon)
+    assert other.cache_claim("other", "third", soon)  # another entry: free
     store.cache_release("k", "first")
     assert other.cache_claim("k", "second", soon)  # released: free again
     assert store.cache_claim("gone", "first", time.time() - 1)  # claims that ran out...

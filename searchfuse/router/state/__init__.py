@@ -23,7 +23,7 @@ FIFO, a device or a missing folder is a ConfigError; nothing is created).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._base import Changes, Store, TxState
@@ -120,16 +120,34 @@ def open_store(
     return state
 
 
+class Closer:
+    """How a router closes its store: the store it opened, never one it was given.
+    Closing waits for the shared cache's writes still under way (they would open
+    the store again, and their entries would be lost); closing twice is harmless."""
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+
+    def close(self) -> None:
+        store, self.store = self.store, None
+        if store is not None:
+            from searchfuse.router.state._cache import finish_writes
+
+            finish_writes()
+            store.close()
+
+    async def aclose(self) -> None:
+        """`close`, in a thread: the writes it waits for may wait for another process's lock."""
+        import asyncio
+
+        await asyncio.to_thread(self.close)
+
+
 def open_owned(
     state: Store | str | os.PathLike[str] | None, keys: Sequence[Any] = ()
-) -> tuple[Store, Callable[[], None]]:
+) -> tuple[Store, Closer]:
     """The store `state` names for a router holding `keys` (its fleet, and the order
-    the original skill's records are matched by), and how to close it: a router
-    closes the store it opened, never one it was given."""
+    the original skill's records are matched by), and how to close it."""
     fleet = [k.fingerprint for k in keys]
     store = open_store(state, fleet=fleet, key_order=key_slots(keys))
-    return store, (store.close if store is not state else _keep_open)
-
-
-def _keep_open() -> None:
-    return None
+    return store, Closer(None if store is state else store)

@@ -27,7 +27,7 @@ from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Store
 from searchfuse.router.state._fleet import cache_scope
 
-__all__ = ["SharedCache", "cache_scope", "stable_key"]
+__all__ = ["SharedCache", "cache_scope", "finish_writes", "stable_key"]
 
 log = logging.getLogger("searchfuse.cache")
 
@@ -102,6 +102,24 @@ def _writer() -> concurrent.futures.ThreadPoolExecutor:
                 max_workers=1, thread_name_prefix="searchfuse-cache"
             )
         return _WRITER
+
+
+#: The longest closing a store waits for the cache writes still under way.
+FINISH_WAIT = 30.0
+
+
+def finish_writes(timeout: float = FINISH_WAIT) -> None:
+    """Wait for the cache writes made from an event loop so far: a store closed
+    under one would be opened again by it, and the entry lost."""
+    with _WRITER_LOCK:
+        writer = _WRITER
+    if writer is None:
+        return
+    try:
+        # One thread, in order: this runs once every earlier write is done.
+        writer.submit(lambda: None).result(timeout)
+    except concurrent.futures.TimeoutError:
+        log.warning("shared cache writes still under way after %g s; closing anyway", timeout)
 
 
 def _on_event_loop() -> bool:

@@ -8,6 +8,8 @@ Every write is a temp file in the same folder and a rename over the state
 file (no fsync: state is a cache), so anyone reading the file, with or
 without the lock (`cat`, a script), sees one whole version of it, never a
 write in progress. Writers hold `<file>.lock` for their read-modify-write.
+The shared cache's claims (one process searches, the others wait for its
+entry) are in `<file>.claims`, under the same lock (see `_json_claims`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, names_raw_keys, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._eviction import evicted
+from searchfuse.router.state._json_claims import Claims
 from searchfuse.router.state._json_lock import Locked, process_lock
 from searchfuse.router.state._json_text import StateText, copy_state, read_all
 from searchfuse.router.state._month import Months, month_of, rolled
@@ -90,6 +93,8 @@ class JsonFileStore(Store):
         #: Set when the file read names keys raw (the skill's records, a hand-made file).
         self._holds_keys = False
         self._text = StateText()
+        #: Claims on shared-cache entries (`<file>.claims`, under the same lock).
+        self._claims = Claims(self.path)
         if self.path.is_dir():
             raise not_state(self.path, "it is a directory")
         self._load(0.0, check_only=True)
@@ -415,6 +420,15 @@ class JsonFileStore(Store):
             for k, v in self._cache_raw.items()
             if isinstance(v, list) and len(v) == 2 and isinstance(v[1], int | float) and v[1] > now
         ]
+
+    def cache_claim(self, key: str, owner: str, until: float) -> bool:
+        self._mkdir()
+        with self._locked():
+            return self._claims.claim(key, owner, until, time.time())
+
+    def cache_release(self, key: str, owner: str) -> None:
+        with self._locked():
+            self._claims.release(key, owner, time.time())
 
     def close(self) -> None:
         with self._thread_lock:
