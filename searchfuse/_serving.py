@@ -319,6 +319,27 @@ def run(
         raise StartRefused(f"cannot serve on {host}:{bound}")
 
 
+def closing(app: Any, aclose: Callable[[], Any]) -> Any:
+    """`app` that awaits `aclose()` when its server shuts down (the ASGI lifespan's
+    shutdown, before it completes): what lives on the server's event loop (a
+    router's async connection pools) is closed on that loop, while it runs.
+    Run it with `lifespan=True`."""
+
+    async def closing_app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await aclose()
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return closing_app
+
+
 def _base_url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from searchfuse import _serving
-from searchfuse._serving import LOOPBACK, ClientTokens, check_listen, run
+from searchfuse._serving import LOOPBACK, ClientTokens, check_listen, closing, run
 from searchfuse.router import Router
 
 from ._app import build_app
@@ -56,7 +56,8 @@ def serve(
         clients,
     )
     try:
-        run(app, host, port, shutdown_timeout=deadline + DEADLINE_GRACE)
+        served = closing(app, router.aclose)  # its async pools, on the server's loop
+        run(served, host, port, shutdown_timeout=deadline + DEADLINE_GRACE, lifespan=True)
     finally:
         router.close()
     log.info("stopped")

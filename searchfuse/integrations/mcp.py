@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from searchfuse._secrets import redact
-from searchfuse._serving import StartRefused, run
+from searchfuse._serving import StartRefused, closing, run
 from searchfuse._spend import conversation_scope
 from searchfuse.guard import Guard
 from searchfuse.integrations._names import ObjectNames
@@ -218,13 +218,13 @@ def serve(
     server = build_server(router, host=host, port=http_port or 8000, **guard_options)
     try:
         if http_port is None:
-            anyio.run(_stdio, server)
+            anyio.run(_stdio_then_close, server, router)
             return
         quiet = _ClientWentAway()
         logging.getLogger("mcp.server.streamable_http").addFilter(quiet)
         try:
             run(
-                server.streamable_http_app(),
+                closing(server.streamable_http_app(), router.aclose),
                 host,
                 http_port,
                 shutdown_timeout=5.0,
@@ -243,6 +243,14 @@ def serve(
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:200]
+
+
+async def _stdio_then_close(server: FastMCP[Any], router: Router) -> None:
+    """`_stdio`, then the router's async pools closed on this loop (and its store)."""
+    try:
+        await _stdio(server)
+    finally:
+        await router.aclose()
 
 
 async def _stdio(server: FastMCP[Any]) -> None:
