@@ -206,7 +206,7 @@ class _Gateway:
         caller = self.caller(request, client)
         records = await asyncio.to_thread(self.router.status)
         budgets = await asyncio.to_thread(
-            self.router.budgets, user=caller.user, conversation=caller.conversation
+            self.router.budgets, user=caller.user, conversation=caller.spending_conversation
         )
         usage = pool_usage(records, budgets)
         return Response(_json_text(usage), media_type="application/json")

@@ -48,6 +48,18 @@ class Caller:
         """
         return (self.client, self.conversation)
 
+    @property
+    def spending_conversation(self) -> str | None:
+        """The conversation budgets count: `X-Session-Id` within the client's own.
+
+        Namespaced by client as the turn is: a client naming another client's
+        session id spends from a conversation of its own, never from that one.
+        (A user, `X-Human-Id`, is one person whichever client they come through.)
+        """
+        if self.conversation is None or self.client is None:
+            return self.conversation
+        return f"{self.client}/{self.conversation}"
+
 
 def _header_id(headers: Mapping[str, str], name: str) -> str | None:
     value = headers.get(name)
@@ -75,8 +87,9 @@ def spend_scope_for(caller: Caller) -> contextlib.AbstractContextManager[Any]:
     """The spend scope a request runs in: `spend_scope(user=, conversation=)` for the caller.
 
     Budgets per user count `X-Human-Id` (else the client token's name); budgets
-    per conversation count `X-Session-Id`. A caller naming neither runs unscoped.
+    per conversation count `X-Session-Id` (within the client's own, see
+    `Caller.spending_conversation`). A caller naming neither runs unscoped.
     """
     if caller.user is None and caller.conversation is None:
         return contextlib.nullcontext()
-    return spend_scope(user=caller.user, conversation=caller.conversation)
+    return spend_scope(user=caller.user, conversation=caller.spending_conversation)

@@ -110,3 +110,27 @@ def test_usage_shows_the_callers_budgets_after_searches_through_tavily_python(
     ]
     assert "s-1" not in str(theirs) and "alice" not in str(theirs)
     assert gw.searches == 3  # /usage asked nothing upstream
+
+
+def test_a_conversation_is_the_clients_own_whatever_session_id_another_sends(
+    make_gateway: MakeGateway,
+) -> None:
+    gw = make_gateway(router_options={"budgets": [Budget(1, per="conversation")]})
+
+    def search(query: str, token: str) -> httpx.Response:
+        return httpx.post(
+            f"{gw.url}/search",
+            json={"query": query},
+            headers={"Authorization": f"Bearer {token}", "X-Session-Id": "s-1"},
+        )
+
+    assert search("one", ALICE).status_code == 200
+    # Bob names Alice's session id: his own conversation, which has its search left.
+    assert search("two", BOB).status_code == 200
+    assert search("three", ALICE).status_code == 432  # Alice's own is spent, by her alone
+    assert search("four", BOB).status_code == 432
+    assert gw.searches == 2
+    usage = httpx.get(
+        f"{gw.url}/usage", headers={"Authorization": f"Bearer {BOB}", "X-Session-Id": "s-1"}
+    ).json()
+    assert [(r["used"], r["left"]) for r in usage["searchfuse"]["budgets"]] == [(1, 0)]

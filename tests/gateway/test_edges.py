@@ -253,8 +253,8 @@ def test_session_human_and_token_name_map_to_the_spend_scope(
             r = httpx.post(f"{gw.url}/search", json={"query": f"q{n}"}, headers=headers)
             assert r.status_code == 200
     assert scopes == [
-        {"user": "dana", "conversation": "c-42"},
-        {"user": "alice", "conversation": "c-43"},
+        {"user": "dana", "conversation": "alice/c-42"},  # the client's own conversation
+        {"user": "alice", "conversation": "alice/c-43"},
         {"user": "bob", "conversation": None},
     ]
 
