@@ -22,7 +22,7 @@ from typing import Any
 from searchfuse import _telemetry
 from searchfuse._wire import short_text
 from searchfuse.providers._base import Classified, Figures, Rate
-from searchfuse.router import policy
+from searchfuse.router import _parking, policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import Lateness, pace_window
@@ -326,8 +326,9 @@ class Ledger:
 
         return self.store.update(now, change)
 
-    def record_figures(self, entry: KeyEntry, usage: Figures) -> None:
-        """Store what a probe said of the key and its account (shared by its account's keys)."""
+    def record_figures(self, entry: KeyEntry, usage: Figures, until: float | None = None) -> None:
+        """Store what a probe or an answer's headers said of the key and its account (shared
+        by its account's keys); `until`: out of quota until then (see `exhaust`)."""
         now = self.now()
         same_account = [e.fingerprint for e in self.keys if e.account_id == entry.account_id]
         key_figures = KeyUsage(usage.key_usage, usage.key_limit, usage.search_usage)
@@ -338,18 +339,12 @@ class Ledger:
             paygo_usage=usage.paygo_usage,
             paygo_limit=usage.paygo_limit,
         )
+        who = (entry.fingerprint, entry.account_id, entry.account)
 
         def store_usage(state: State) -> None:
-            state.apply_usage(
-                entry.fingerprint,
-                entry.account_id,
-                entry.account,
-                key_figures,
-                plan,
-                same_account,
-                now,
-                auth_reason=Outcome.AUTH,
-            )
+            state.apply_usage(*who, key_figures, plan, same_account, now, auth_reason=Outcome.AUTH)
+            if until is not None:
+                _parking.exhaust(state.key(entry.fingerprint), now, until)
 
         self.store.update(now, store_usage)
 

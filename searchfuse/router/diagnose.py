@@ -118,15 +118,7 @@ def _state_step(cands: Sequence[Candidate], now: float) -> Step:
     for c in cands:
         ks = c.state
         blocked = blocked_reason(c, now)
-        kind = (
-            "disabled"
-            if ks.disabled
-            else "cooling"
-            if ks.cooling(now)
-            else "exhausted"
-            if ks.exhausted
-            else "available"
-        )
+        kind = str(ks.availability(now))  # a key parked out of quota is "exhausted"
         counts[kind] = counts.get(kind, 0) + 1
         figures = usage_figures(c)
         age = None if ks.last_sync_at is None else now - ks.last_sync_at

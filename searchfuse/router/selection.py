@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from searchfuse._format import duration
 from searchfuse.providers._registry import lookup
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, Availability, KeyState, State
@@ -68,7 +70,14 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
     if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
         return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"
-    probe = lookup(c.entry.provider).probe()
+    provider = lookup(c.entry.provider)
+    if ks.cooling(now) and ks.cooldown_until is not None:  # until its provider's reset
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ks.cooldown_until))
+        return (
+            f"quota exhausted until {until} ({provider.title}'s reset, in "
+            f"{duration(ks.cooldown_left(now))})"
+        )
+    probe = provider.probe()
     if probe is not None:
         return f"quota exhausted (waits for {probe.path} to show headroom or the month to roll)"
     return "quota exhausted (waits for the month to roll)"  # no free probe shows headroom

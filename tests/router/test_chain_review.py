@@ -224,10 +224,9 @@ def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
         assert "Brave: not probed: a probe costs a search" in findings["probe"]
         assert "Exa: not probed: a probe costs a search" in findings["probe"]
         assert "Exa: upstream: Exa failed for every key" in findings["verdict"]
-        assert (
-            "Brave: exhausted: every key is out of credits until the month rolls"
-            in (findings["verdict"])
-        )
+        # Until Brave's own month resets (its X-RateLimit-Reset), not the calendar's.
+        assert "Brave: exhausted: every key is out of credits until 20" in findings["verdict"]
+        assert "(Brave's own reset)" in findings["verdict"]
     assert "SearXNG: /healthz answered 200 for 1 of 1" in findings["probe"]
     probes = [r.status for r in servers.searxng.requests if r.path == "/healthz"]
     assert probes[healthz:] == [200]  # the one probe of diagnose(probe=True)
@@ -235,7 +234,10 @@ def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
     assert [r.status for r in servers.brave.searches] == [200]
     assert [r.status for r in servers.exa.searches] == [503]
     brave = router.status()[0]
-    assert brave.blocked_reason == "quota exhausted (waits for the month to roll)"
+    # The key's month ends on Brave's cycle (X-RateLimit-Reset), here 30 days on.
+    assert brave.blocked_reason is not None
+    assert brave.blocked_reason.startswith("quota exhausted until 20")
+    assert brave.blocked_reason.endswith("(Brave's reset, in 30 d)")
 
 
 @pytest.mark.parametrize(
