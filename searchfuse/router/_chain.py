@@ -91,7 +91,11 @@ _WHY = {
 }
 
 #: A cooling key's part of the verdict, by its cooldown's reason.
-_COOLING = {str(Outcome.AUTH): "auth", str(Outcome.UPSTREAM): "upstream"}
+_COOLING = {
+    str(Outcome.AUTH): "auth",
+    str(Outcome.UPSTREAM): "upstream",
+    str(Outcome.MISCONFIGURED): "config",
+}
 
 #: A provider's core and the body it would send (or its refusal of the parameters).
 Checked = tuple[Core, Mapping[str, Any] | BadRequest]

@@ -22,6 +22,7 @@ from typing import Any
 from searchfuse import _telemetry
 from searchfuse._wire import short_text
 from searchfuse.providers._base import Classified, Figures, Rate
+from searchfuse.providers._registry import lookup
 from searchfuse.router import _parking, policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
@@ -255,7 +256,7 @@ class Ledger:
         probe's, which ends its claim (see `claim_probe`)."""
         self._trusted = False  # the view does not show what this writes
         now = self.now()
-        reaction = policy.REACTIONS[answer.outcome]
+        reaction = policy.reaction(answer.outcome, lookup(entry.provider).key_is_url)
         seconds = reaction.park_seconds(answer.retry_after, self.options.cooldown_seconds)
         label = f"{answer.status}" if answer.status is not None else "no answer"
         error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)

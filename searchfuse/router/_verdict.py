@@ -220,6 +220,16 @@ def _cooling(cooling: list[Candidate], wait: float | None) -> Found:
             "`searchfuse diagnose --probe` re-checks them now.",
             wait,
         )
+    if reasons <= {Outcome.MISCONFIGURED}:
+        errors = sorted({c.state.last_error or "misconfigured" for c in cooling})
+        return (
+            Verdict.CONFIG,
+            f"{_named(cooling)[0]} answered as misconfigured ({'; '.join(errors)}): its "
+            "settings refuse the search (for a 403: add json to search.formats in the "
+            "instance's settings.yml) or the address is not the instance's. Fix it or name "
+            f"another instance; it is asked again in {_secs(wait or 0.0)}.",
+            wait,
+        )
     if reasons <= {Outcome.UPSTREAM}:
         return (
             Verdict.UPSTREAM,

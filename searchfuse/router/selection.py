@@ -12,12 +12,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from searchfuse._answers import Outcome
 from searchfuse._format import duration
 from searchfuse.providers._registry import lookup
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, Availability, KeyState, State
 
 __all__ = [
+    "MISCONFIGURED",
     "Candidate",
     "Ranking",
     "blocked_reason",
@@ -27,6 +29,10 @@ __all__ = [
     "remaining",
     "score",
 ]
+
+
+#: How a key parked for its instance's configuration starts its blocked reason.
+MISCONFIGURED = "misconfigured"
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,10 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
         if c.entry.disabled:
             return "disabled in config"
         return "disabled in the state (a leftover; `searchfuse test-keys` clears it)"
+    if availability is Availability.COOLING and ks.cooldown_reason == Outcome.MISCONFIGURED:
+        # An instance that refused the search for its settings: not asked on every call.
+        error = f"({ks.last_error}) " if ks.last_error else ""
+        return f"{MISCONFIGURED} {error}asked again in {duration(ks.cooldown_left(now))}"
     if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
         return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"
