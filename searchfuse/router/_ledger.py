@@ -328,8 +328,7 @@ class Ledger:
         return self.store.update(now, change)
 
     def record_figures(self, entry: KeyEntry, usage: Figures, until: float | None = None) -> None:
-        """Store what a probe or an answer's headers said of the key and its account (shared
-        by its account's keys); `until`: out of quota until then (see `exhaust`)."""
+        """Store a probe's (or an answer's headers') figures; `until`: out of quota till then."""
         now = self.now()
         same_account = [e.fingerprint for e in self.keys if e.account_id == entry.account_id]
         key_figures = KeyUsage(usage.key_usage, usage.key_limit, usage.search_usage)
@@ -348,6 +347,12 @@ class Ledger:
                 _parking.exhaust(state.key(entry.fingerprint), now, until)
 
         self.store.update(now, store_usage)
+
+    def take_slot(self, entry: KeyEntry) -> float:
+        """A pacing slot for `entry` outside a search: 0.0 when taken, else seconds to wait."""
+        now, rate, fp = self.now(), self.rates[entry.fingerprint], entry.fingerprint
+        window = pace_window(rate, self.lateness.seen)
+        return self.store.update(now, lambda s: s.take(search_log(fp), rate.requests, window, now))
 
     def block_probe(self, entry: KeyEntry, until: float) -> None:
         """No probe of `entry` before `until` (the probe itself was rate-limited)."""
