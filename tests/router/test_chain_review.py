@@ -503,3 +503,29 @@ def test_a_busy_provider_spilling_over_is_one_move_over_a_hundred_searches(
     assert set(run(40, 2.0)) == {"brave"}
     infos = [r.getMessage() for r in caplog.records if "serves again" in r.getMessage()]
     assert infos == ["Brave serves again"]
+
+
+@MODES
+def test_when_every_provider_is_passed_over_the_caller_gets_each_one_s_verdict(
+    servers: Servers, mode: str
+) -> None:
+    servers.tavily.revoke(TAVILY_KEY)  # Tavily: its only key is rejected
+    servers.exa.set_balance(EXA_KEY, 0)  # Exa: out of credits
+    router = servers.router({"tavily": [TAVILY_KEY], "exa": [EXA_KEY]})
+    with pytest.raises(NoKeyAvailable) as raised:
+        search(router, mode)
+    diagnosis = raised.value.diagnosis
+    assert diagnosis is not None
+    assert diagnosis.by_provider == {"tavily": "auth", "exa": "exhausted"}
+    assert diagnosis.to_dict()["by_provider"] == {"tavily": "auth", "exa": "exhausted"}
+    # Every provider's keys are in the reasons, not only the last provider's.
+    assert len(raised.value.reasons) == 2
+    # As on the path where one provider served: diagnose() gives the same breakdown.
+    assert router.diagnose().by_provider == {"tavily": "auth", "exa": "exhausted"}
+    # With a fallback function, its result carries the same breakdown.
+    backed = servers.router(
+        {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]}, fallback=lambda query, **kw: {"results": []}
+    )
+    result = search(backed, mode)
+    assert result["searchfuse"]["served_by"] == "fallback"
+    assert result["searchfuse"]["by_provider"] == {"tavily": "auth", "exa": "exhausted"}
