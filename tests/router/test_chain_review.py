@@ -529,3 +529,23 @@ def test_when_every_provider_is_passed_over_the_caller_gets_each_one_s_verdict(
     result = search(backed, mode)
     assert result["searchfuse"]["served_by"] == "fallback"
     assert result["searchfuse"]["by_provider"] == {"tavily": "auth", "exa": "exhausted"}
+
+
+@MODES
+def test_a_budget_refusal_on_the_first_provider_does_not_move_down_the_chain(
+    servers: Servers, mode: str
+) -> None:
+    from searchfuse import Budget, BudgetExhausted
+
+    # A Tavily search is priced over what is left of the day's dollars; an Exa one is not.
+    budget = Budget(0.04, unit="usd", per="router", period="day")
+    router = servers.router(
+        {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]},
+        budgets=[budget],
+        prices={"tavily": 0.05, "exa": 0.005},
+    )
+    with pytest.raises(BudgetExhausted) as raised:
+        search(router, mode)
+    assert raised.value.reason == "budget" and raised.value.budget == budget
+    # The budget is the caller's limit, not a provider's failure: nobody was asked.
+    assert servers.tavily.searches == [] and servers.exa.searches == []
