@@ -85,7 +85,9 @@ def _named(cands: Sequence[Candidate]) -> tuple[str, str | None]:
 
 
 def _pct(used: float | None, limit: float | None) -> float | None:
-    if used is None or limit is None or limit <= 0:
+    if limit == 0:  # a limit of 0 serves nothing: all of it is used
+        return 100.0
+    if used is None or limit is None or limit < 0:
         return None
     return 100.0 * used / limit
 

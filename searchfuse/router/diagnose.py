@@ -203,6 +203,9 @@ def _quota_step(cands: Sequence[Candidate]) -> Step:
         if share is None:
             note = "no usage figures yet"
             verdict = "unknown"
+        elif figures["key_limit"] == 0 or figures["plan_limit"] == 0:
+            note = "a limit of 0: the key serves nothing until the limit is raised"
+            verdict = "exhausted"
         elif share >= 1.0:
             note = f"{share * 100:.0f}% used: exhausted"
             verdict = "exhausted"

@@ -87,6 +87,8 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
             f"quota exhausted until {until} ({provider.title}'s reset, in "
             f"{duration(ks.cooldown_left(now))})"
         )
+    if (ks.last_usage and ks.last_usage.key_limit == 0) or c.account.plan_limit == 0:
+        return "a limit of 0: the key serves nothing until its limit is raised"
     probe = provider.probe()
     if probe is not None:
         return f"quota exhausted (waits for {probe.path} to show headroom or the month to roll)"
