@@ -13,9 +13,11 @@ import re
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = [
     "KnownKeys",
+    "address_name",
     "fingerprint",
     "known_keys",
     "mask",
@@ -28,6 +30,8 @@ __all__ = [
 # segments in front are not secret and help a person tell keys apart.
 _PREFIX = re.compile(r"^((?:[a-z]{2,6}-){1,2})")
 _TAVILY_LIKE = re.compile(r"tvly-[A-Za-z0-9_-]{8,}")
+#: A key that is an address (a SearXNG instance's URL).
+_ADDRESS = re.compile(r"(?i)https?://")
 _KEY_RUN = re.compile(r"[^\s\"',]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}")
 # `scheme://user:password@`, whatever the scheme (redis+sentinel://, a typo):
@@ -43,14 +47,38 @@ def fingerprint(key: str) -> str:
 def mask(key: str) -> str:
     """`tvly-dev-abcdef0123a1b2` -> `tvly-dev-…a1b2`.
 
-    Keys too short to mask safely show only their fingerprint.
+    Keys too short to mask safely show only their fingerprint. A "key" that is an
+    instance's address (SearXNG) shows as its host: see `address_name`.
     """
+    if _ADDRESS.match(key):
+        return address_name(key)
     match = _PREFIX.match(key)
     prefix = match.group(1) if match else ""
     rest = key[len(prefix) :]
     if len(rest) < 8:
         return f"key#{fingerprint(key)[:8]}"
     return f"{prefix}…{rest[-4:]}"
+
+
+def address_name(url: str) -> str:
+    """An instance's address as people see it: `searx.example.org`, `127.0.0.1:8888`.
+
+    Its host and port, never its user name, password, query or fragment; a path
+    (`/searx`) shows as `/…` and four hex digits of the address's fingerprint, so two
+    instances on one host are told apart without showing the path.
+    """
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "?"
+    name = f"[{host}]" if ":" in host else host
+    if port is not None:
+        name += f":{port}"
+    if parts.path.strip("/"):
+        name += f"/…{fingerprint(url)[:4]}"
+    return name
 
 
 class KnownKeys(tuple[str, ...]):

@@ -63,6 +63,10 @@ class Classified:
     #: which: a Serper 429 is a rate limit *or* credits run out
     #: (`outcome=RATE_LIMITED`, `alternative=EXHAUSTED`). `None`: unambiguous.
     alternative: Outcome | None = None
+    #: With `outcome=EXHAUSTED`: when the quota comes back (epoch seconds), where the
+    #: provider says (Brave's month ends on its own cycle, `X-RateLimit-Reset`).
+    #: `None`: when a probe shows headroom or the calendar month rolls.
+    until: float | None = None
 
 
 @dataclass(frozen=True)

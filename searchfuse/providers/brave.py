@@ -14,7 +14,8 @@ the answer is 429).
 
 How searchfuse reads them: the per-second figures set the key's pace and the
 month's figures its quota (`observe`); a month remaining of 0 makes the key
-exhausted until the month's reset, without waiting for a 402 (the status
+exhausted until the month's reset (`X-RateLimit-Reset`'s second figure: Brave's
+month is the key's own cycle, not the calendar's), without waiting for a 402 (the status
 Brave uses for a plan out of quota). Its error body is `{"type":
 "ErrorResponse", "error": {"status", "code", "detail", "meta"}}`; the code
 says what the status does not: an unknown key answers 422
@@ -163,18 +164,22 @@ class Brave(Searcher):
     def classify(self, answer: Answer, now: float) -> Classified:
         """Brave's reaction table: HTTP's meaning, 402 out of quota, then its error
         codes (`CODES`: an unknown key answers 422); a 429 with the month's remainder
-        at 0 is out of quota too, until the month resets."""
+        at 0 is out of quota too. Out of quota lasts until the month's reset that the
+        headers give (`until`), Brave's own cycle rather than the calendar's."""
         row = classify(answer, now, STATUS, ("error", "detail"), ("error", "code"), ("message",))
         if row.outcome is Outcome.OK:
             return row
         coded = CODES.get(_code(answer) or "")
         if coded is Outcome.AUTH:
             return replace(row, outcome=coded, retry_after=None)
+        seen = self.observe(answer, now)
+        until = seen.exhausted_until if seen is not None else None
+        if row.outcome is Outcome.EXHAUSTED:
+            return replace(row, until=until)
         if row.outcome is not Outcome.RATE_LIMITED:
             return row
-        seen = self.observe(answer, now)
-        if seen is not None and seen.exhausted_until is not None:
-            return replace(row, outcome=Outcome.EXHAUSTED, retry_after=seen.exhausted_until - now)
+        if until is not None:
+            return replace(row, outcome=Outcome.EXHAUSTED, retry_after=until - now, until=until)
         if coded is Outcome.EXHAUSTED:
             return replace(row, outcome=coded)
         if row.retry_after is None:

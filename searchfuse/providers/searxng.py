@@ -10,7 +10,9 @@ Source: SearXNG's search API, https://docs.searxng.org/dev/search_api
 
 There is no key: a "key" is the instance's URL, requests go to it and carry
 no credential. How searchfuse reads an answer: a 403 means the instance is
-misconfigured (JSON output is off), not a bad key; no results while engines
+misconfigured (JSON output is off), not a bad key, and a redirect, 404 or 405 that
+the address is not SearXNG's: either parks that instance as misconfigured (asked
+again after an hour, not at every call) and the next instance serves; no results while engines
 were unresponsive is an upstream failure ("silent empty": every engine it
 asked failed), while no results with every engine answering is a genuine
 empty result. SearXNG returns a page of whatever its engines found, so
@@ -127,6 +129,9 @@ class SearXNG(Searcher):
         row = classify(answer, now, STATUS, ("error",), ("message",))
         if row.outcome is Outcome.MISCONFIGURED and answer.status_code == 403:
             fix = "the instance refuses JSON: add json to search.formats in its settings.yml"
+            return Classified(row.outcome, row.status, fix, None)
+        if row.outcome is Outcome.MISCONFIGURED:  # a redirect, 404, 405: not SearXNG's API
+            fix = "the address is not a SearXNG instance's (give its base URL, without /search)"
             return Classified(row.outcome, row.status, fix, None)
         if row.outcome is not Outcome.OK:
             return row

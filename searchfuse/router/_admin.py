@@ -14,7 +14,7 @@ from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._keys import KeyEntry
 from searchfuse.router._observe import observe
 from searchfuse.router._refusals import no_key
-from searchfuse.router._steps import Probe, Send
+from searchfuse.router._steps import Probe, Send, Sleep
 from searchfuse.router.diagnose import Diagnosis, diagnose_candidates
 from searchfuse.router.diagnose import Step as DiagnosisStep
 from searchfuse.router.policy import Outcome
@@ -138,13 +138,32 @@ def probe_flow(core: Core, spend: bool = False) -> Generator[Step, Any, list[Pro
     return results
 
 
+def _paced(core: Core, entry: KeyEntry) -> Generator[Step, Any, float | None]:
+    """Take a slot in `entry`'s pacing window, waiting for one within `max_wait` as a
+    search does; `None` when taken, else the seconds it would still have to wait."""
+    waited = 0.0
+    while core.options.pace and (wait := core.ledger.take_slot(entry)) > 0:
+        if waited + wait > core.options.max_wait:
+            return wait
+        waited += wait
+        yield Sleep(wait)
+    return None
+
+
 def _spend_probe(core: Core, entry: KeyEntry) -> Generator[Step, Any, ProbeResult]:
-    """Check a key with a one-result search (it costs what a search costs)."""
+    """Check a key with a one-result search (it costs what a search costs, and keeps
+    to the key's rate as a search does)."""
     provider = core.provider
     body = provider.check(
         provider.endpoints[0], {"query": "searchfuse key check", "max_results": 1}
     )
-    result = yield Send(entry, provider.build(provider.endpoints[0], body))
+    wait = yield from _paced(core, entry)
+    if wait is not None:
+        note = f"skipped: the key is at its rate; the next request is possible in {duration(wait)}"
+        return ProbeResult(entry.masked, entry.fingerprint, None, note, provider.name)
+    result = yield Send(
+        entry, provider.build(provider.endpoints[0], body), granted_at=core.options.now()
+    )
     answer = classify(core, result)
     name = provider.name
     if answer.outcome is Outcome.OK:

@@ -29,7 +29,7 @@ from searchfuse.router._deadline import DeadlineExceeded
 from searchfuse.router._ledger import Charged
 from searchfuse.router._observe import observe
 from searchfuse.router._options import FIRST_RETRY_WAIT, RETRIES_ON_429
-from searchfuse.router._refusals import broken, no_key, stopped
+from searchfuse.router._refusals import broken, misconfigured, no_key, stopped
 from searchfuse.router._steps import CallFn, Fallback, Probe, Returned, Send, Sleep
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
@@ -78,8 +78,9 @@ class Attempt:
         return bool(self.failures) and self.slow >= self.failures.keys()
 
 
-def _refuse(core: Core, call: Attempt, cut: str | None = None, **kw: Any) -> NoKeyAvailable:
-    return no_key(core.ledger, core.secrets, call.failures, call.failed, cut, **kw)
+def _refuse(core: Core, call: Attempt, cut: str | None = None, **kw: Any) -> Exception:
+    refusal = no_key(core.ledger, core.secrets, call.failures, call.failed, cut, **kw)
+    return misconfigured(refusal, core.provider)
 
 
 def key_flow(
@@ -243,7 +244,7 @@ def _retry_wait(core: Core, call: Attempt, answer: Classified, attempt: int) -> 
     A server's Retry-After wins over our doubling: a retry it would refuse is not
     sent; all waits of one call together stay within MAX_WAIT, and the deadline.
     """
-    reaction = policy.REACTIONS[answer.outcome]
+    reaction = policy.reaction(answer.outcome, core.provider.key_is_url)
     if reaction.failover is not None or core.options.on_429 != "retry":
         return None
     if attempt >= RETRIES_ON_429:
@@ -298,7 +299,7 @@ def _react(
     charged: Charged | None,
 ) -> None:
     """Record the failure; raise when the table says stop, else leave it for the next key."""
-    reaction = policy.REACTIONS[answer.outcome]
+    reaction = policy.reaction(answer.outcome, core.provider.key_is_url)
     # An answer that stopped coming may have been served, and charged: it stays
     # counted (counters err on the side of quota spent).
     cooldown = core.ledger.react(entry, answer, refund=None if _maybe_served(result) else charged)
@@ -329,8 +330,7 @@ def _react(
 
 
 def _maybe_served(result: object) -> bool:
-    """True for a failure after the request reached the provider: the answer timed out
-    or broke off while it was read (it may have been served and charged)."""
+    """True when the request reached the provider and its answer broke off (maybe served)."""
     return isinstance(
         result, httpx.ReadTimeout | httpx.ReadError | httpx.RemoteProtocolError | DeadlineExceeded
     )

@@ -29,11 +29,15 @@ DESIGN's rules, in the order a call meets them:
 6. The fallback function, if any, is the last link, under the same rules: it
    serves when every provider was passed over for a lasting failure or for
    the parameters (not while a rate limit holds), with the parameters as the
-   caller gave them, and each provider passed over is named.
+   caller gave them, and each provider passed over is named. Without one, the
+   caller's `NoKeyAvailable` holds every provider's keys in its `reasons` and
+   each provider's verdict in `diagnosis.by_provider` (the fallback's result:
+   `result["searchfuse"]["by_provider"]`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -91,7 +95,11 @@ _WHY = {
 }
 
 #: A cooling key's part of the verdict, by its cooldown's reason.
-_COOLING = {str(Outcome.AUTH): "auth", str(Outcome.UPSTREAM): "upstream"}
+_COOLING = {
+    str(Outcome.AUTH): "auth",
+    str(Outcome.UPSTREAM): "upstream",
+    str(Outcome.MISCONFIGURED): "config",
+}
 
 #: A provider's core and the body it would send (or its refusal of the parameters).
 Checked = tuple[Core, Mapping[str, Any] | BadRequest]
@@ -183,7 +191,7 @@ class Chain:
                 passed.append(Passed(core.provider.name, "overflow", why))
                 continue
             except NoKeyAvailable as exc:
-                failure, failed = exc, core
+                failure, failed = _breakdown(exc, failure), core
                 passed.append(_passed_for(core, exc))
                 continue
             except (ConfigError, BadRequest) as exc:
@@ -197,9 +205,14 @@ class Chain:
             return result
         # Every provider was passed over: the fallback function is the last link.
         core = route.links[-1][0]
+        by_provider = {p.name: p.reason for p in passed}
+        if failure is not None and failure.diagnosis is not None:
+            failure.diagnosis = dataclasses.replace(failure.diagnosis, by_provider=by_provider)
         if failure is None or failed is None or not self._falls_back(core, failed, endpoint):
             raise failure or _refusal(route)
         result = yield from fall_back(core, route.asked, failure)
+        if len(self.cores) > 1:
+            result["searchfuse"]["by_provider"] = by_provider
         # A router of one provider says so at construction and on each fallback (INFO),
         # as before chains: there is no chain to move down.
         self._note(passed if len(self.cores) > 1 else [], result)
@@ -306,6 +319,14 @@ class Chain:
     def titles(self) -> dict[str, str]:
         """Each provider's name in messages."""
         return {core.provider.name: core.provider.title for core in self.cores}
+
+
+def _breakdown(exc: NoKeyAvailable, before: NoKeyAvailable | None) -> NoKeyAvailable:
+    """`exc`, the latest provider's refusal, with the keys of the providers refused before
+    it among its reasons (the caller of a chain that every provider refused sees them all)."""
+    if before is not None:
+        exc.reasons = {**before.reasons, **exc.reasons}
+    return exc
 
 
 def _passed_for(core: Core, exc: NoKeyAvailable) -> Passed:

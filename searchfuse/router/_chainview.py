@@ -60,9 +60,10 @@ def ensure_available(cores: Sequence[Core]) -> None:
     The fallback serves after every provider was passed over for a lasting failure,
     unless a rate limit holds the last provider (as `Chain.flow` decides).
     """
-    first: Exception | None = None
+    first: NoKeyAvailable | None = None
     held: Exception | None = None
     failed: Core | None = None
+    by_provider: dict[str, str] = {}
     for core in cores:
         try:
             _admin.ensure_available(core)
@@ -70,12 +71,15 @@ def ensure_available(cores: Sequence[Core]) -> None:
         except CooldownActive as exc:
             if core.options.on_429 != "retry" or core is cores[-1]:
                 raise
-            held = exc
+            held, by_provider[core.provider.name] = exc, "cooling"
         except NoKeyAvailable as exc:
             first, failed = first or exc, core
+            by_provider[core.provider.name] = str(getattr(exc.diagnosis, "verdict", "config"))
     last = cores[-1]
     if failed is last and last.fallback is not None and not last.ledger.rate_limited():
         return
+    if first is not None and first.diagnosis is not None:  # as `Chain.flow` tells it
+        first.diagnosis = dataclasses.replace(first.diagnosis, by_provider=by_provider)
     failure = first or held
     assert failure is not None
     raise failure

@@ -22,7 +22,8 @@ from typing import Any
 from searchfuse import _telemetry
 from searchfuse._wire import short_text
 from searchfuse.providers._base import Classified, Figures, Rate
-from searchfuse.router import policy
+from searchfuse.providers._registry import lookup
+from searchfuse.router import _parking, policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import Lateness, pace_window
@@ -255,7 +256,7 @@ class Ledger:
         probe's, which ends its claim (see `claim_probe`)."""
         self._trusted = False  # the view does not show what this writes
         now = self.now()
-        reaction = policy.REACTIONS[answer.outcome]
+        reaction = policy.reaction(answer.outcome, lookup(entry.provider).key_is_url)
         seconds = reaction.park_seconds(answer.retry_after, self.options.cooldown_seconds)
         label = f"{answer.status}" if answer.status is not None else "no answer"
         error = self._scrub(f"{label}: {answer.detail}" if answer.detail else label)
@@ -326,8 +327,8 @@ class Ledger:
 
         return self.store.update(now, change)
 
-    def record_figures(self, entry: KeyEntry, usage: Figures) -> None:
-        """Store what a probe said of the key and its account (shared by its account's keys)."""
+    def record_figures(self, entry: KeyEntry, usage: Figures, until: float | None = None) -> None:
+        """Store a probe's (or an answer's headers') figures; `until`: out of quota till then."""
         now = self.now()
         same_account = [e.fingerprint for e in self.keys if e.account_id == entry.account_id]
         key_figures = KeyUsage(usage.key_usage, usage.key_limit, usage.search_usage)
@@ -338,20 +339,20 @@ class Ledger:
             paygo_usage=usage.paygo_usage,
             paygo_limit=usage.paygo_limit,
         )
+        who = (entry.fingerprint, entry.account_id, entry.account)
 
         def store_usage(state: State) -> None:
-            state.apply_usage(
-                entry.fingerprint,
-                entry.account_id,
-                entry.account,
-                key_figures,
-                plan,
-                same_account,
-                now,
-                auth_reason=Outcome.AUTH,
-            )
+            state.apply_usage(*who, key_figures, plan, same_account, now, auth_reason=Outcome.AUTH)
+            if until is not None:
+                _parking.exhaust(state.key(entry.fingerprint), now, until)
 
         self.store.update(now, store_usage)
+
+    def take_slot(self, entry: KeyEntry) -> float:
+        """A pacing slot for `entry` outside a search: 0.0 when taken, else seconds to wait."""
+        now, rate, fp = self.now(), self.rates[entry.fingerprint], entry.fingerprint
+        window = pace_window(rate, self.lateness.seen)
+        return self.store.update(now, lambda s: s.take(search_log(fp), rate.requests, window, now))
 
     def block_probe(self, entry: KeyEntry, until: float) -> None:
         """No probe of `entry` before `until` (the probe itself was rate-limited)."""

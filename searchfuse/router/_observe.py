@@ -4,14 +4,15 @@ Some providers put their figures on every answer, whatever it was (Brave's
 `X-RateLimit-*`: the per-second limit and the month's quota). The provider
 reads them (`observe`); this applies them after each answer: the pace the
 key is granted at from now on, and the month's figures in the store, where a
-remainder of 0 makes the key exhausted before any request is refused for it.
+remainder of 0 makes the key exhausted before any request is refused for it, until
+the reset the provider gives (Brave's month is its own cycle, not the calendar's).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from searchfuse.providers._base import Rate
+from searchfuse.providers._base import Figures, Rate
 from searchfuse.router._core import Core
 from searchfuse.router.config import KeyEntry
 
@@ -27,8 +28,8 @@ def observe(core: Core, entry: KeyEntry, result: Any) -> None:
         return
     if seen.rate is not None:
         core.ledger.rates[entry.fingerprint] = _pace(entry, core.ledger.rates, seen.rate)
-    if seen.figures is not None:
-        core.ledger.record_figures(entry, seen.figures)
+    if seen.figures is not None or seen.exhausted_until is not None:
+        core.ledger.record_figures(entry, seen.figures or Figures(), seen.exhausted_until)
 
 
 def _pace(entry: KeyEntry, rates: Any, told: Rate) -> Rate:

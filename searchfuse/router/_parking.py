@@ -8,6 +8,9 @@ run out, and the first request after it met the same answer. The park
 doubles, up to the one-hour bound, until an answer that serves ends it; such
 a park holds the key only, not the whole router, since the answer's other
 meaning (Serper's credits run out) is a lasting failure of that key.
+
+A key out of quota is flagged exhausted, or, when its provider says when the quota
+comes back (Brave's month, on its own cycle), parked until then as "exhausted".
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from __future__ import annotations
 from searchfuse._answers import MAX_PARK
 from searchfuse.providers._base import Classified
 from searchfuse.router.config import KeyEntry
-from searchfuse.router.policy import Park
+from searchfuse.router.policy import Outcome, Park
 from searchfuse.router.state import State
 from searchfuse.router.state._records import KeyState
 
-__all__ = ["park"]
+__all__ = ["exhaust", "park"]
 
 
 def park(
@@ -37,7 +40,7 @@ def park(
     returns the seconds parked (with `retry_hold`: the hold this call took, else 0.0)."""
     reason = str(answer.outcome)
     if kind is Park.EXHAUSTED:
-        ks.exhausted = True
+        exhaust(ks, now, answer.until)
     elif seconds > 0:
         if answer.alternative is not None:  # it may not pass with a pause
             longer = _longer(ks, reason, now, seconds)
@@ -53,6 +56,17 @@ def park(
         state.hold(entry.fingerprint, now + retry_hold)
         return retry_hold
     return 0.0
+
+
+def exhaust(ks: KeyState, now: float, until: float | None) -> None:
+    """Mark `ks` out of quota: until `until` when the provider says when its quota
+    comes back (a park whose reason is "exhausted": it ends on the router's clock,
+    whatever the calendar month), else until a probe shows headroom or the month rolls."""
+    if until is None or until <= now:
+        ks.exhausted = True
+        return
+    ks.exhausted = False
+    ks.park(now, until - now, str(Outcome.EXHAUSTED))
 
 
 def _longer(ks: KeyState, reason: str, now: float, seconds: float) -> float:

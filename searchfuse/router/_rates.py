@@ -32,6 +32,9 @@ UNITS: dict[str, float] = {
 }
 _RATE = re.compile(r"\s*(\d{1,7})\s*/\s*([a-z]+)\s*", re.IGNORECASE)
 _RATE_FIX = 'write requests per window, such as "10/s", "100/min" or "1000/h"'
+#: A rate of 0: pacing would hold every request back, so the key would serve nothing.
+_ZERO = "a rate of 0 requests lets the key send nothing"
+_ZERO_FIX = 'to keep a key out of rotation set "disabled": true; else write its real rate'
 #: Pacing counts a request when it is decided and the provider when it arrives, a
 #: little later: a window a sixtieth longer than the provider's (a second on a
 #: minute) keeps that difference from ever putting one request too many in it.
@@ -63,6 +66,9 @@ def check_rate(value: Any, source: str, where: str) -> str | None:
     """A `rate` field checked (the text as written); ConfigError naming `where` otherwise."""
     if value is None:
         return None
+    zero = isinstance(value, str) and (found := _RATE.fullmatch(value)) and int(found[1]) == 0
+    if zero:
+        raise ConfigError(source, where, f"{_shown(value)}: {_ZERO}", _ZERO_FIX)
     if not isinstance(value, str) or parse_rate(value) is None:
         units = ", ".join(f"/{u}" for u in ("s", "min", "h", "day"))
         raise ConfigError(
@@ -78,6 +84,8 @@ def check_rpm(value: Any, source: str, where: str) -> int | None:
     """An `rpm` field checked; ConfigError naming `where` otherwise."""
     if value is None:
         return None
+    if value == 0 and not isinstance(value, bool):
+        raise ConfigError(source, where, f"0: {_ZERO}", _ZERO_FIX)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
         raise ConfigError(
             source,

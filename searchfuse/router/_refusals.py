@@ -16,7 +16,7 @@ from searchfuse.router.diagnose import Verdict, diagnose_candidates
 from searchfuse.router.policy import Outcome
 from searchfuse.router.selection import blocked_reason
 
-__all__ = ["Outage", "broken", "no_key", "stopped"]
+__all__ = ["Outage", "broken", "misconfigured", "no_key", "stopped"]
 
 
 class Outage(NamedTuple):
@@ -33,6 +33,8 @@ def _verdict_of(failed: Iterable[Outcome]) -> Verdict:
         return Verdict.AUTH
     if kinds <= {Outcome.EXHAUSTED}:
         return Verdict.EXHAUSTED
+    if kinds <= {Outcome.MISCONFIGURED}:
+        return Verdict.CONFIG
     return Verdict.UPSTREAM
 
 
@@ -71,6 +73,26 @@ def no_key(
     )
 
 
+def misconfigured(refusal: NoKeyAvailable, provider: Provider) -> NoKeyAvailable | ConfigError:
+    """`refusal`, or the configuration error it is when every key of `provider` is an
+    instance parked as misconfigured (a SearXNG without JSON output): the caller's fix
+    to make, as the first call that met it was told, while nothing more is sent to it."""
+    diagnosis = refusal.diagnosis
+    if diagnosis is None or diagnosis.verdict is not Verdict.CONFIG or not provider.key_is_url:
+        return refusal
+    keys = diagnosis.step("state").evidence
+    if not keys or any(ev.get("cooldown_reason") != Outcome.MISCONFIGURED for ev in keys):
+        return refusal
+    found = "; ".join(f"{ev['key']}: {ev['last_error']}" for ev in keys)
+    return ConfigError(
+        "keys",
+        "url",
+        f"{provider.title} answered as misconfigured ({found})",
+        "fix the instance's settings (for a 403: add json to search.formats in its "
+        "settings.yml), or name the address of a working instance",
+    )
+
+
 def broken(
     ledger: Ledger, breaker: Breaker, secrets: Sequence[str], provider: Provider
 ) -> NoKeyAvailable | None:
@@ -99,15 +121,6 @@ def stopped(
         # The caller's own function failed (our client never raises for a status):
         # its exception, unchanged.
         return result
-    if answer.outcome is Outcome.MISCONFIGURED and provider.key_is_url:
-        # The address is the key (a SearXNG instance): the instance answered, and said
-        # what is wrong with it (JSON output switched off).
-        return ConfigError(
-            "keys",
-            "url",
-            f"{base_url} answered {answer.status} to a search: {answer.detail}",
-            "fix the instance's settings, or name another instance",
-        )
     if answer.outcome is Outcome.MISCONFIGURED:
         env = provider.base_url_env
         source = env if environ.get(env) else "base_url"

@@ -85,7 +85,9 @@ def _named(cands: Sequence[Candidate]) -> tuple[str, str | None]:
 
 
 def _pct(used: float | None, limit: float | None) -> float | None:
-    if used is None or limit is None or limit <= 0:
+    if limit == 0:  # a limit of 0 serves nothing: all of it is used
+        return 100.0
+    if used is None or limit is None or limit < 0:
         return None
     return 100.0 * used / limit
 
@@ -160,7 +162,8 @@ def verdict(
     available = [c for c in after if blocked_reason(c, now) is None]
     if available:
         return _serving(before, after, available, now, probed)
-    cooling = [c for c in after if c.state.cooling(now)]
+    # A key parked out of quota until its provider's reset is exhausted, not cooling.
+    cooling = [c for c in after if c.state.cooling(now) and not _spent_until(c, now)]
     wait = min((c.state.cooldown_left(now) for c in cooling), default=None)
     if burst:
         return (
@@ -219,6 +222,16 @@ def _cooling(cooling: list[Candidate], wait: float | None) -> Found:
             "`searchfuse diagnose --probe` re-checks them now.",
             wait,
         )
+    if reasons <= {Outcome.MISCONFIGURED}:
+        errors = sorted({c.state.last_error or "misconfigured" for c in cooling})
+        return (
+            Verdict.CONFIG,
+            f"{_named(cooling)[0]} answered as misconfigured ({'; '.join(errors)}): its "
+            "settings refuse the search (for a 403: add json to search.formats in the "
+            "instance's settings.yml) or the address is not the instance's. Fix it or name "
+            f"another instance; it is asked again in {_secs(wait or 0.0)}.",
+            wait,
+        )
     if reasons <= {Outcome.UPSTREAM}:
         return (
             Verdict.UPSTREAM,
@@ -233,6 +246,33 @@ def _cooling(cooling: list[Candidate], wait: float | None) -> Found:
         f"no key can serve for {_secs(wait or 0.0)} more ({why}). Wait, or tell the user "
         "and ask whether to wait; do not retry earlier.",
         wait,
+    )
+
+
+def _spent_until(c: Candidate, now: float) -> bool:
+    """Whether `c` is out of quota until its provider's reset (a park, not a flag)."""
+    return c.state.cooling(now) and c.state.cooldown_reason == Outcome.EXHAUSTED
+
+
+def _exhausted(after: Sequence[Candidate], exhausted: Sequence[Candidate], now: float) -> Found:
+    """Every key is out of quota (or disabled): until when, as far as anyone can say."""
+    timed = [c.state.cooldown_until or now for c in exhausted if _spent_until(c, now)]
+    title, probe = _named(after)
+    reset = f"{iso(min(timed))} ({title}'s own reset)" if timed else ""
+    if len(timed) == len(exhausted):  # the provider said when its quota comes back
+        return (
+            Verdict.EXHAUSTED,
+            f"every key is out of credits until {reset}. Add a key or wait; searching "
+            "again will not help.",
+            min(timed) - now,
+        )
+    return (
+        Verdict.EXHAUSTED,
+        f"every key is out of credits until the month rolls ({iso(_month_end(now))})"
+        + (f" or {probe} shows headroom" if probe else "")
+        + (f"; some until {reset}" if timed else "")
+        + ". Add a key or wait; searching again will not help.",
+        None,
     )
 
 
@@ -257,16 +297,9 @@ def _lasting(after: Sequence[Candidate], now: float) -> Found:
             ),
             None,
         )
-    exhausted = [c for c in after if c.state.exhausted]
+    exhausted = [c for c in after if c.state.exhausted or _spent_until(c, now)]
     if exhausted and len(exhausted) + sum(c.state.disabled for c in after) == len(after):
-        until = iso(_month_end(now))
-        return (
-            Verdict.EXHAUSTED,
-            f"every key is out of credits until the month rolls ({until})"
-            + (f" or {probe} shows headroom" if (probe := _named(after)[1]) else "")
-            + ". Add a key or wait; searching again will not help.",
-            None,
-        )
+        return _exhausted(after, exhausted, now)
     if all(c.state.disabled for c in after):
         in_config = sum(c.entry.disabled for c in after)
         where = (

@@ -118,15 +118,7 @@ def _state_step(cands: Sequence[Candidate], now: float) -> Step:
     for c in cands:
         ks = c.state
         blocked = blocked_reason(c, now)
-        kind = (
-            "disabled"
-            if ks.disabled
-            else "cooling"
-            if ks.cooling(now)
-            else "exhausted"
-            if ks.exhausted
-            else "available"
-        )
+        kind = str(ks.availability(now))  # a key parked out of quota is "exhausted"
         counts[kind] = counts.get(kind, 0) + 1
         figures = usage_figures(c)
         age = None if ks.last_sync_at is None else now - ks.last_sync_at
@@ -211,6 +203,9 @@ def _quota_step(cands: Sequence[Candidate]) -> Step:
         if share is None:
             note = "no usage figures yet"
             verdict = "unknown"
+        elif figures["key_limit"] == 0 or figures["plan_limit"] == 0:
+            note = "a limit of 0: the key serves nothing until the limit is raised"
+            verdict = "exhausted"
         elif share >= 1.0:
             note = f"{share * 100:.0f}% used: exhausted"
             verdict = "exhausted"

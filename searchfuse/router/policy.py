@@ -42,6 +42,7 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "parse_retry_after",
+    "reaction",
     "retry_after_of",
     "status_of",
 ]
@@ -67,6 +68,9 @@ class Park(enum.StrEnum):
     FALLBACK = "fallback"
     #: Soft skip until `/usage` shows headroom or the month rolls.
     EXHAUSTED = "exhausted"
+    #: `AUTH_COOLDOWN`: an instance whose settings refuse the search (a configuration
+    #: does not change by the minute; asked again after the park, never at every call).
+    CONFIG = "config"
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ class Reaction:
 
     def park_seconds(self, retry_after: float | None, fallback: float) -> float:
         """How long the key is parked: clamped to `MAX_PARK`; 0.0 for no park."""
-        if self.park is Park.AUTH:
+        if self.park is Park.AUTH or self.park is Park.CONFIG:
             return AUTH_COOLDOWN
         if self.park is Park.RETRY_AFTER:
             return clamp_park(retry_after if retry_after is not None else fallback)
@@ -127,6 +131,22 @@ REACTIONS: dict[Outcome, Reaction] = {
         Outcome.MISCONFIGURED, Park.NONE, failover=False, penalises_key=False
     ),
 }
+
+
+#: A misconfigured answer from a provider whose key is its address (a SearXNG instance
+#: with JSON output off, or an address that is not SearXNG): the instance is the fault,
+#: so it is parked and the next instance tried. (Another provider's base URL is the
+#: router's own configuration: its row above stops the call.)
+MISCONFIGURED_INSTANCE = Reaction(
+    Outcome.MISCONFIGURED, Park.CONFIG, failover=True, penalises_key=True
+)
+
+
+def reaction(outcome: Outcome, key_is_url: bool = False) -> Reaction:
+    """The table's row for `outcome`, for a provider whose keys are addresses or not."""
+    if outcome is Outcome.MISCONFIGURED and key_is_url:
+        return MISCONFIGURED_INSTANCE
+    return REACTIONS[outcome]
 
 
 def classify_status(status: int | None) -> Outcome:

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from searchfuse._answers import Outcome
+from searchfuse._format import duration
 from searchfuse.providers._registry import lookup
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.state import AccountUsage, Availability, KeyState, State
 
 __all__ = [
+    "MISCONFIGURED",
     "Candidate",
     "Ranking",
     "blocked_reason",
@@ -25,6 +29,10 @@ __all__ = [
     "remaining",
     "score",
 ]
+
+
+#: How a key parked for its instance's configuration starts its blocked reason.
+MISCONFIGURED = "misconfigured"
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,23 @@ def blocked_reason(c: Candidate, now: float) -> str | None:
         if c.entry.disabled:
             return "disabled in config"
         return "disabled in the state (a leftover; `searchfuse test-keys` clears it)"
+    if availability is Availability.COOLING and ks.cooldown_reason == Outcome.MISCONFIGURED:
+        # An instance that refused the search for its settings: not asked on every call.
+        error = f"({ks.last_error}) " if ks.last_error else ""
+        return f"{MISCONFIGURED} {error}asked again in {duration(ks.cooldown_left(now))}"
     if availability is Availability.COOLING:
         why = ks.cooldown_reason or "error"
         return f"cooling down for {math.ceil(ks.cooldown_left(now))} s ({why})"
-    probe = lookup(c.entry.provider).probe()
+    provider = lookup(c.entry.provider)
+    if ks.cooling(now) and ks.cooldown_until is not None:  # until its provider's reset
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ks.cooldown_until))
+        return (
+            f"quota exhausted until {until} ({provider.title}'s reset, in "
+            f"{duration(ks.cooldown_left(now))})"
+        )
+    if (ks.last_usage and ks.last_usage.key_limit == 0) or c.account.plan_limit == 0:
+        return "a limit of 0: the key serves nothing until its limit is raised"
+    probe = provider.probe()
     if probe is not None:
         return f"quota exhausted (waits for {probe.path} to show headroom or the month to roll)"
     return "quota exhausted (waits for the month to roll)"  # no free probe shows headroom

@@ -224,10 +224,9 @@ def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
         assert "Brave: not probed: a probe costs a search" in findings["probe"]
         assert "Exa: not probed: a probe costs a search" in findings["probe"]
         assert "Exa: upstream: Exa failed for every key" in findings["verdict"]
-        assert (
-            "Brave: exhausted: every key is out of credits until the month rolls"
-            in (findings["verdict"])
-        )
+        # Until Brave's own month resets (its X-RateLimit-Reset), not the calendar's.
+        assert "Brave: exhausted: every key is out of credits until 20" in findings["verdict"]
+        assert "(Brave's own reset)" in findings["verdict"]
     assert "SearXNG: /healthz answered 200 for 1 of 1" in findings["probe"]
     probes = [r.status for r in servers.searxng.requests if r.path == "/healthz"]
     assert probes[healthz:] == [200]  # the one probe of diagnose(probe=True)
@@ -235,7 +234,10 @@ def test_a_diagnosis_names_each_provider_s_own_probe(servers: Servers) -> None:
     assert [r.status for r in servers.brave.searches] == [200]
     assert [r.status for r in servers.exa.searches] == [503]
     brave = router.status()[0]
-    assert brave.blocked_reason == "quota exhausted (waits for the month to roll)"
+    # The key's month ends on Brave's cycle (X-RateLimit-Reset), here 30 days on.
+    assert brave.blocked_reason is not None
+    assert brave.blocked_reason.startswith("quota exhausted until 20")
+    assert brave.blocked_reason.endswith("(Brave's reset, in 30 d)")
 
 
 @pytest.mark.parametrize(
@@ -501,3 +503,49 @@ def test_a_busy_provider_spilling_over_is_one_move_over_a_hundred_searches(
     assert set(run(40, 2.0)) == {"brave"}
     infos = [r.getMessage() for r in caplog.records if "serves again" in r.getMessage()]
     assert infos == ["Brave serves again"]
+
+
+@MODES
+def test_when_every_provider_is_passed_over_the_caller_gets_each_one_s_verdict(
+    servers: Servers, mode: str
+) -> None:
+    servers.tavily.revoke(TAVILY_KEY)  # Tavily: its only key is rejected
+    servers.exa.set_balance(EXA_KEY, 0)  # Exa: out of credits
+    router = servers.router({"tavily": [TAVILY_KEY], "exa": [EXA_KEY]})
+    with pytest.raises(NoKeyAvailable) as raised:
+        search(router, mode)
+    diagnosis = raised.value.diagnosis
+    assert diagnosis is not None
+    assert diagnosis.by_provider == {"tavily": "auth", "exa": "exhausted"}
+    assert diagnosis.to_dict()["by_provider"] == {"tavily": "auth", "exa": "exhausted"}
+    # Every provider's keys are in the reasons, not only the last provider's.
+    assert len(raised.value.reasons) == 2
+    # As on the path where one provider served: diagnose() gives the same breakdown.
+    assert router.diagnose().by_provider == {"tavily": "auth", "exa": "exhausted"}
+    # With a fallback function, its result carries the same breakdown.
+    backed = servers.router(
+        {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]}, fallback=lambda query, **kw: {"results": []}
+    )
+    result = search(backed, mode)
+    assert result["searchfuse"]["served_by"] == "fallback"
+    assert result["searchfuse"]["by_provider"] == {"tavily": "auth", "exa": "exhausted"}
+
+
+@MODES
+def test_a_budget_refusal_on_the_first_provider_does_not_move_down_the_chain(
+    servers: Servers, mode: str
+) -> None:
+    from searchfuse import Budget, BudgetExhausted
+
+    # A Tavily search is priced over what is left of the day's dollars; an Exa one is not.
+    budget = Budget(0.04, unit="usd", per="router", period="day")
+    router = servers.router(
+        {"tavily": [TAVILY_KEY], "exa": [EXA_KEY]},
+        budgets=[budget],
+        prices={"tavily": 0.05, "exa": 0.005},
+    )
+    with pytest.raises(BudgetExhausted) as raised:
+        search(router, mode)
+    assert raised.value.reason == "budget" and raised.value.budget == budget
+    # The budget is the caller's limit, not a provider's failure: nobody was asked.
+    assert servers.tavily.searches == [] and servers.exa.searches == []

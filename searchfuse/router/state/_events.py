@@ -150,7 +150,9 @@ def changed_events(fp: str, before: KeyState | None, after: KeyState, now: float
     wait = until - now if parked and until is not None else None
     erred = after.last_error_at is not None and after.last_error_at != was.last_error_at
     detail = after.last_error or after.cooldown_reason or ""
-    if erred and after.last_status == 429:
+    if parked and after.cooldown_reason == EventKind.EXHAUSTED:  # until its provider's reset
+        out.append(Event(now, EventKind.EXHAUSTED, None, fp, detail, wait, until))
+    elif erred and after.last_status == 429:
         kept = until if parked else None
         out.append(Event(now, EventKind.RATE_LIMITED, None, fp, detail, wait, kept))
     elif parked:

@@ -98,7 +98,7 @@ def acquire(
     ks = state.key(fp)
     availability = ks.availability(now)
     if availability is not Availability.AVAILABLE:
-        wait = ks.cooldown_left(now) if availability is Availability.COOLING else math.inf
+        wait = ks.cooldown_left(now) if ks.cooling(now) else math.inf
         return Grant("blocked", wait, availability)
     if rpm is not None:
         wait = state.take(search_log(fp), rpm, window, now)

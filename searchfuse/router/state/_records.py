@@ -130,10 +130,13 @@ class KeyState:
 
     def availability(self, now: float) -> Availability:
         """Available, cooling, exhausted or disabled -- in that order of checks reversed:
-        disabled wins over cooling, cooling over exhausted."""
+        disabled wins over cooling, cooling over exhausted. A key parked as "exhausted"
+        (out of quota until its provider's reset) is exhausted until then."""
         if self.disabled:
             return Availability.DISABLED
         if self.cooling(now):
+            if self.cooldown_reason == Availability.EXHAUSTED:
+                return Availability.EXHAUSTED
             return Availability.COOLING
         if self.exhausted:
             return Availability.EXHAUSTED
