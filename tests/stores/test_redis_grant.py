@@ -62,6 +62,10 @@ def cooling(state: State) -> None:
     state.key(FP).park(NOW - 5, 60.0, "server_error")
 
 
+def spent_until_reset(state: State) -> None:
+    state.key(FP).park(NOW - 5, 3600.0, "exhausted")  # Brave's month, until its reset
+
+
 def disabled(state: State) -> None:
     state.key(FP).disabled = True
 
@@ -78,6 +82,7 @@ CASES: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
     "no pacing, no charge": (nothing, [(0, {"rpm": None, "charge": None})] * 3),
     "held by another key's 429": (held, [(0, {}), (1, {"honour_hold": False}), (30, {})]),
     "cooling": (cooling, [(0, {}), (60, {})]),
+    "exhausted until its provider's reset": (spent_until_reset, [(0, {}), (3600, {})]),
     "disabled": (disabled, [(0, {})]),
     "exhausted": (exhausted, [(0, {})]),
 }

@@ -138,7 +138,10 @@ if searches ~= nil and (searches < 0 or searches ~= math.floor(searches)) then
   return {'careful'}
 end
 if k[1] == '1' then return {'blocked', 'inf', 'disabled'} end
-if cooldown ~= nil and cooldown > now then return {'blocked', fmt(cooldown - now), 'cooling'} end
+if cooldown ~= nil and cooldown > now then
+  -- Parked as out of quota until its provider's reset: exhausted until then.
+  return {'blocked', fmt(cooldown - now), k[6] == 'exhausted' and 'exhausted' or 'cooling'}
+end
 if k[3] == '1' then return {'blocked', 'inf', 'exhausted'} end
 local acct = nil
 if ARGV[7] == '1' then
