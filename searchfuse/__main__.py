@@ -2,6 +2,6 @@
 
 import sys
 
-from searchfuse.cli import main
+from searchfuse._entry import main
 
 sys.exit(main())

@@ -126,3 +126,29 @@ def test_a_configuration_or_environment_error_exits_2_in_every_command(
         out, err = capsys.readouterr()
         assert json.loads(out)["error"] in {"usage", "config", "store"}
         assert PASSWORD not in out + err
+
+
+def test_ctrl_c_while_the_command_line_is_still_importing_exits_130_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+
+    from searchfuse import _entry
+
+    def interrupted(name: str) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    assert _entry.main(["status"]) == 130
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "searchfuse: interrupted\n")
+
+
+def test_the_installed_command_and_python_m_run_the_same_entry() -> None:
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"searchfuse": "searchfuse._entry:main"}
+    assert "from searchfuse._entry import main" in (root / "searchfuse/__main__.py").read_text()
