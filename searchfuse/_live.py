@@ -143,13 +143,22 @@ class Viewer:
     def __init__(self, open_router: Callable[..., Router], state: object) -> None:
         self._open = open_router
         self.missing = _missing_file(state)
-        self.router = open_router(memory=True) if self.missing else open_router()
+        self.path = _state_file(state)
+        # A state file this user cannot write (a service's, a read-only disk) is
+        # looked at through a private copy made for each look: a store writes even
+        # to read, and a copy made once would never show what happens next.
+        blocked = self.missing is None and self.path is not None and _blocked(self.path)
+        self.router = open_router(memory=True) if self.missing or blocked else open_router()
 
     def snapshot(self, events: int = EVENTS_SHOWN) -> Snapshot:
         """What the views show now (see [`snapshot`][searchfuse._live.snapshot])."""
         if self.missing is not None and self.missing.exists():
             router, self.router, self.missing = self.router, self._open(), None
             router.close()
+        if self.missing is None and self.path is not None:
+            why = _blocked(self.path)
+            if why is not None:
+                return self._through_a_copy(self.path, why, events)
         snap = snapshot(self.router, events)
         if self.missing is None:
             return snap
@@ -160,6 +169,28 @@ class Viewer:
         )
         return replace(snap, note=note)
 
+    def _through_a_copy(self, path: Path, why: str, events: int) -> Snapshot:
+        import tempfile
+
+        from searchfuse import _readonly
+
+        with tempfile.TemporaryDirectory(prefix="searchfuse-") as folder:
+            try:
+                copy = _readonly.private_copy(path, Path(folder))
+            except OSError as exc:
+                error = f"cannot read the router state at {path} ({exc.strerror or exc})"
+                return Snapshot(self.router.now(), error=error)
+            router = self._open(state=copy)
+            try:
+                snap = snapshot(router, events)
+            finally:
+                router.close()
+        note = (
+            f"{path} cannot be written ({why}), so each look reads a private copy of it; "
+            "nothing is written there"
+        )
+        return replace(snap, note=note)
+
     @property
     def keys(self) -> tuple[str, ...]:
         """The router's keys (for checks such as "a token is no key")."""
@@ -167,6 +198,20 @@ class Viewer:
 
     def close(self) -> None:
         self.router.close()
+
+
+def _state_file(state: object) -> Path | None:
+    """The absolute path of the state file `state` names (`None`: a URL, or none)."""
+    if not isinstance(state, str | os.PathLike) or "://" in os.fspath(state):
+        return None
+    return Path(os.fspath(state)).absolute()
+
+
+def _blocked(path: Path) -> str | None:
+    """Why this user may not write state file `path` (and its sidecars), else `None`."""
+    from searchfuse import _readonly
+
+    return _readonly.blocked_write(path)
 
 
 def _missing_file(state: object) -> Path | None:
@@ -182,7 +227,9 @@ def viewer_for(args: Any, make_router: Callable[..., Router]) -> Viewer:
     describe (`make_router` is the CLI's)."""
     from searchfuse.cli import _config_path, _state_location
 
-    def open_router(memory: bool = False) -> Router:
-        return make_router(args, state=None) if memory else make_router(args)
+    def open_router(memory: bool = False, state: Path | None = None) -> Router:
+        if memory:
+            return make_router(args, state=None)
+        return make_router(args) if state is None else make_router(args, state=state)
 
     return Viewer(open_router, _state_location(args, _config_path(args)))
