@@ -194,6 +194,19 @@ def _cooldown_step(cands: Sequence[Candidate], now: float, burst: list[Candidate
     return Step("cooldown", finding, evidence)
 
 
+def _flag_against_figures(c: Candidate) -> str:
+    """Why a key flagged exhausted has figures that say otherwise: the flag is stale,
+    or the figures are (a refusal for quota came after they were synced)."""
+    ks = c.state
+    refused, synced = ks.last_error_at, ks.last_sync_at
+    if refused is not None and (synced is None or refused > synced):
+        return (
+            " (but the provider refused it for quota after these figures were synced: "
+            "the figures are the stale ones; a probe reads them afresh)"
+        )
+    return " (the exhausted flag contradicts the figures: stale)"
+
+
 def _quota_step(cands: Sequence[Candidate]) -> Step:
     evidence = []
     notes = []
@@ -216,7 +229,7 @@ def _quota_step(cands: Sequence[Candidate]) -> Step:
             note = f"{share * 100:.0f}% used: not exhausted"
             verdict = "ok"
         if c.state.exhausted and verdict in ("ok", "low"):
-            note += " (the exhausted flag contradicts the figures: stale)"
+            note += _flag_against_figures(c)
         evidence.append({"key": c.entry.masked, "quota": verdict, **figures, "note": note})
         notes.append(verdict)
     exhausted = notes.count("exhausted")
@@ -257,7 +270,8 @@ def diagnose_candidates(
             f"after a 429 on {hold[1] or 'a key'} (on_429='stop')",
             cooldown.evidence,
         )
-    steps = [_state_step(before, now), cooldown, _quota_step(before)]
+    # The quota is judged on the freshest figures: those a probe just read.
+    steps = [_state_step(before, now), cooldown, _quota_step(after)]
     steps.append(
         probe
         or Step(

@@ -306,3 +306,27 @@ async def test_async_fallback(upstream: Upstream, clock: FakeClock, state_file: 
     upstream.search(KEYS[0], 432)
     result = await router.asearch("q")
     assert result["searchfuse"]["served_by"] == "fallback"
+
+
+def test_a_quota_refusal_newer_than_the_figures_is_not_called_stale_and_a_probe_reads_them(
+    tmp_path: Path,
+) -> None:
+    from searchfuse import SearchRefused
+    from searchfuse.testing import FakeTavily
+
+    clock = FakeClock()
+    key = "tvly-dev-test0001"
+    fake = FakeTavily([key], clock=clock)
+    router = Router([key], state=tmp_path / "s.db", transport=fake.transport(), clock=clock)
+    router.search("first")  # figures synced now: 1 of 1,000 used
+    fake.set_usage(key, plan_usage=fake.account_of(key).plan_limit)  # spent elsewhere
+    clock.advance(60)
+    with pytest.raises(SearchRefused):
+        router.search("second")  # 432: the plan is spent; flagged exhausted
+    (note,) = [ev["note"] for ev in router.diagnose().step("quota").evidence]
+    assert "not exhausted" in note and "the figures are the stale ones" in note
+    assert "the exhausted flag contradicts the figures" not in note
+    probed = router.diagnose(probe=True)
+    assert [ev["quota"] for ev in probed.step("quota").evidence] == ["exhausted"]
+    assert "1 of 1 key(s) exhausted by their figures" in probed.step("quota").finding
+    router.close()
