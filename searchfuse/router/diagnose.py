@@ -31,6 +31,7 @@ from searchfuse.router._verdict import (
     verdict,
 )
 from searchfuse.router.selection import Candidate, blocked_reason
+from searchfuse.router.state._records import Availability
 
 __all__ = [
     "BURST_WINDOW",
@@ -165,9 +166,14 @@ def _cooldown_step(cands: Sequence[Candidate], now: float, burst: list[Candidate
             note = f"active, {_secs(ks.cooldown_until - now)} left ({ks.cooldown_reason})"
         else:
             expired += 1
-            note = (
-                f"expired {_secs(now - ks.cooldown_until)} ago: stale entry, the key is available"
+            # Over, but the key may still not serve for another reason (see the state step).
+            blocked = ks.availability(now)
+            after = (
+                "the key is available"
+                if blocked is Availability.AVAILABLE
+                else f"the key is {blocked} for another reason"
             )
+            note = f"expired {_secs(now - ks.cooldown_until)} ago: stale entry, {after}"
         evidence.append(
             {
                 "key": c.entry.masked,

@@ -330,3 +330,21 @@ def test_a_quota_refusal_newer_than_the_figures_is_not_called_stale_and_a_probe_
     assert [ev["quota"] for ev in probed.step("quota").evidence] == ["exhausted"]
     assert "1 of 1 key(s) exhausted by their figures" in probed.step("quota").finding
     router.close()
+
+
+def test_an_expired_cooldown_on_a_key_blocked_otherwise_is_not_called_available(
+    clock: FakeClock, state_file: Path
+) -> None:
+    def change(state: State, fps: list[str]) -> None:
+        state.key(fps[0]).park(clock() - 600, 30.0, "rate_limited")
+        state.key(fps[0]).exhausted = True  # since then, a 432
+        state.key(fps[1]).park(clock() - 600, 30.0, "rate_limited")
+        state.key(fps[2]).park(clock() - 600, 30.0, "rate_limited")
+        state.key(fps[2]).disabled = True
+
+    seed(state_file, clock, change)
+    d = Router(KEYS, state=state_file, clock=clock).diagnose()
+    notes = [ev["note"] for ev in d.step("cooldown").evidence]
+    assert notes[0].endswith("stale entry, the key is exhausted for another reason")
+    assert notes[1].endswith("stale entry, the key is available")
+    assert notes[2].endswith("stale entry, the key is disabled for another reason")
