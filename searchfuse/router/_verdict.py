@@ -163,14 +163,27 @@ def verdict(
     if available:
         return _serving(before, after, available, now, probed)
     # A key parked out of quota until its provider's reset is exhausted, not cooling.
-    cooling = [c for c in after if c.state.cooling(now) and not _spent_until(c, now)]
+    # Only a key whose cooldown is all that blocks it serves again when the cooldown ends.
+    cooling = [
+        c
+        for c in after
+        if c.state.cooling(now)
+        and not _spent_until(c, now)
+        and not c.state.exhausted
+        and not c.state.disabled
+    ]
     wait = min((c.state.cooldown_left(now) for c in cooling), default=None)
     if burst:
+        again = (
+            f" The first key is available again in {_secs(wait)}."
+            if wait is not None
+            else " No key serves again when its cooldown ends: see the state step."
+        )
         return (
             Verdict.BURST,
             f"{len(burst)} keys were rate-limited (429) within seconds of each other: the caller "
             "fired searches in parallel. Make one search per reply, or serialise searches with "
-            f"a pause. The first key is available again in {_secs(wait or 0.0)}.",
+            f"a pause.{again}",
             wait,
         )
     if cooling:

@@ -348,3 +348,17 @@ def test_an_expired_cooldown_on_a_key_blocked_otherwise_is_not_called_available(
     assert notes[0].endswith("stale entry, the key is exhausted for another reason")
     assert notes[1].endswith("stale entry, the key is available")
     assert notes[2].endswith("stale entry, the key is disabled for another reason")
+
+
+def test_a_burst_on_keys_that_are_also_spent_promises_no_key_back_after_the_cooldown(
+    clock: FakeClock, state_file: Path
+) -> None:
+    def change(state: State, fps: list[str]) -> None:
+        for i, fp in enumerate(fps):
+            state.key(fp).park(clock() - 2 + i * 0.2, 30.0, "rate_limited")
+            state.key(fp).exhausted = True  # a 432 came too
+
+    seed(state_file, clock, change)
+    d = Router(KEYS, state=state_file, clock=clock).diagnose()
+    assert "available again in" not in d.advice
+    assert d.retry_after is None
