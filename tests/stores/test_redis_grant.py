@@ -207,6 +207,22 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
     return put
 
 
+def clean_but(field: str) -> Callable[[RedisStore], None]:
+    """The key as a success left it, but for `field` stored empty."""
+
+    def put(store: RedisStore) -> None:
+        store.client.hset(store.k(FP), mapping={"last_status": "200", field: ""})
+
+    return put
+
+
+def held_by(name: str) -> Callable[[RedisStore], None]:
+    def put(store: RedisStore) -> None:
+        store.client.hset(store.hold_key, mapping={"until": repr(NOW + 100), "key": name})
+
+    return put
+
+
 @pytest.mark.parametrize(
     "spoil",
     [
@@ -220,6 +236,27 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
         lambda store: store.client.hset(store.a("acct"), "local_credits", "lots"),
         lambda store: store.client.hset(store.tally_key(CONV), "used", "some"),
         lambda store: store.client.hset(store.tally_key(CONV), "period", "someday"),
+        # Lua reads hexadecimal as a number; the stores' reader does not (reset).
+        lambda store: store.client.hset(store.tally_key(CONV), "used", "0x9"),
+        lambda store: store.client.hset(store.tally_key(CONV), "expires", hex(int(NOW))),
+        junk("searches", "0x2"),
+        junk("local_credits", "0x10"),
+        junk("cooldown_until", hex(int(NOW + 100))),
+        junk("last_status", "0xc8"),
+        lambda store: store.client.hset(store.a("acct"), "local_credits", "0x3"),
+        lambda store: store.client.hset(store.hold_key, mapping={"until": hex(int(NOW + 100))}),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "s1", hex(int(NOW))),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "0x1"),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "size", "3.0"),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "1" + "0" * 19),
+        # An empty field reads as no value: the key still looks as a success left it.
+        *(
+            clean_but(field)
+            for field in ("last_error", "cooldown_reason", "cooldown_started", "cooldown_until")
+        ),
+        # The hold's key is read as text the stores trust (masked, bounded).
+        held_by("tvly-dev-abcdefghijklmnop1234"),
+        held_by("f" * 3000),
     ],
     ids=[
         "bad count",
@@ -231,6 +268,24 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
         "bad account",
         "bad tally",
         "a period that is none",
+        "hex tally",
+        "hex tally expiry",
+        "hex count",
+        "hex credits",
+        "hex cooldown",
+        "hex status",
+        "hex account",
+        "hex hold",
+        "hex slot",
+        "hex position",
+        "a size of 3.0",
+        "a position past what a double holds",
+        "empty last_error",
+        "empty cooldown_reason",
+        "empty cooldown_started",
+        "empty cooldown_until",
+        "a hold naming a raw key",
+        "a hold naming a long key",
     ],
 )
 def test_what_the_script_does_not_take_as_it_is_goes_the_careful_way(

@@ -43,8 +43,11 @@ __all__ = ["GRANT", "script_grant"]
 # Every value is checked before anything is written: "careful" never follows a write.
 GRANT = (
     """
+-- A stored number as the stores' reader takes it (`_values._parse`): Lua's
+-- tonumber also reads hexadecimal ("0x10"), which that reader resets.
 local function num(v)
   if v == false or v == nil or v == '' then return nil, true end
+  if v:find('[xX]') then return nil, false end
   local n = tonumber(v)
   if n == nil or n ~= n or n == math.huge or n == -math.huge or math.abs(n) > 1e15 then
     return nil, false
@@ -52,6 +55,8 @@ local function num(v)
   return n, true
 end
 local function fmt(x) return string.format('%.17g', x) end
+-- An optional field stored empty reads as none.
+local function none(v) return v == false or v == '' end
 local RACE = """
     + repr(RACE)
     + """
@@ -120,7 +125,12 @@ if ARGV[3] == '1' then
   local h = redis.call('HMGET', KEYS[2], 'until', 'key')
   local u, ok = num(h[1])
   if not ok then return {'careful'} end
-  if u ~= nil and u > now then return {'held', fmt(u - now), h[2] or ''} end
+  if u ~= nil and u > now then
+    -- The stores read the hold's key as text masked and cut: only a plain name here.
+    local who = h[2] or ''
+    if #who > 64 or not who:match('^[%w_]*$') then return {'careful'} end
+    return {'held', fmt(u - now), who}
+  end
 end
 local k = redis.call('HMGET', KEYS[3], 'disabled', 'cooldown_until', 'exhausted',
   'last_status', 'last_error', 'cooldown_reason', 'cooldown_started', 'searches',
@@ -156,10 +166,12 @@ if ARGV[4] ~= '' then
   if r[1] == false and r[2] == false then
     if redis.call('EXISTS', KEYS[5]) == 1 then return {'careful'} end
   else
-    size, seq = tonumber(r[1]), tonumber(r[2])
-    if size ~= limit or seq == nil or seq < 0 or seq ~= math.floor(seq) then
+    -- Whole numbers as the stores' reader takes them (`int`), else rebuilt there.
+    if not (r[1] and r[1]:match('^%d+$') and r[2] and r[2]:match('^%d+$') and #r[2] < 16) then
       return {'careful'}
     end
+    size, seq = tonumber(r[1]), tonumber(r[2])
+    if size ~= limit then return {'careful'} end
     local o = redis.call('HGET', KEYS[5], 's' .. string.format('%d', seq % size))
     local n, ok = num(o)
     if not ok or (n ~= nil and n > now + RACE) then return {'careful'} end
@@ -196,8 +208,8 @@ if acct ~= nil then
   redis.call('PEXPIRE', KEYS[4], ARGV[10])
   local rev = redis.call('INCR', KEYS[6])
   redis.call('ZADD', KEYS[7], rev, ARGV[11], rev, ARGV[12])
-  if status == 200 and k[5] == false and k[2] == false and k[6] == false
-    and k[7] == false and k[3] ~= '1' then
+  if status == 200 and none(k[5]) and none(k[2]) and none(k[6])
+    and none(k[7]) and k[3] ~= '1' then
     out[2] = '1'
   end
 end
