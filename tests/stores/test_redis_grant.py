@@ -94,6 +94,15 @@ def tally(name: str, period: str, used: float, expires: float | None) -> Seed:
 
 CONV = "conversation:c-1:searches:"
 DAYS = "router::credits:day"
+MONTHS = "user:u-1:usd:month"
+MONTH_END = 1_769_904_000.0  # 2026-02-01 00:00 UTC
+
+
+def month(limit: float) -> Line:
+    """A user's monthly budget in dollars (January's)."""
+    return Line(0, MONTHS, "2026-01", limit, 0.75, MONTH_END, keep_until=MONTH_END + 86400)
+
+
 #: Grants with budgets: the script decides them too, tallies and all.
 BUDGETS: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
     "a budget spent": (nothing, [(t, {"spend": (line(2),)}) for t in (0, 1, 2)]),
@@ -141,6 +150,26 @@ BUDGETS: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
         cooling,
         [(0, {"spend": (line(0.5),)}), (1, {"spend": (line(3),)})],
     ),
+    "a clock ahead counts in its later month": (
+        tally(MONTHS, "2026-02", 1.0, MONTH_END + 29 * 86400),
+        [(t, {"spend": (month(2),)}) for t in (0, 1, 2)],
+    ),
+    "a clock a month behind counts as nothing": (
+        tally(MONTHS, "2025-12", 1.0, NOW + 86400),
+        [(t, {"spend": (month(2),)}) for t in (0, 1, 2)],
+    ),
+    "a tally from before expiries": (
+        tally(CONV, "2026-01-15", 1.0, None),
+        [(t, {"spend": (line(2),)}) for t in (0, 1)],
+    ),
+    "a limit of 0 refuses even the free": (
+        nothing,
+        [(0, {"spend": (line(0, DAYS, 0.0), line(0))}), (1, {"spend": (line(0, DAYS, 0.0),)})],
+    ),
+    "a fraction short of the limit": (
+        nothing,
+        [(t, {"spend": (line(0.3, DAYS, 0.1),)}) for t in (0, 1, 2, 3)],
+    ),
     "paced after the budget counts nothing": (
         nothing,
         [(t, {"spend": (line(10),)}) for t in (0, 1, 2, 3, 4)],
@@ -157,7 +186,7 @@ def grant(store: Store, at: float, options: dict[str, Any]) -> Any:
 def outcome(store: RedisStore, at: float) -> Any:
     state = store.read(NOW + at)
     log = store.update(NOW + at, lambda s: s.ring(f"search:{FP}", 3).ordered())
-    names = (CONV, DAYS, "router:*:searches:")
+    names = (CONV, DAYS, "router:*:searches:", MONTHS)
     tallies = store.update(NOW + at, lambda s: [s.tally(n) for n in names])
     # Each tally's time to live on the server, to the second (both count from `now`).
     ttls = [round(store.client.pttl(store.tally_key(n)) / 1000) for n in names]
@@ -236,6 +265,7 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         lambda store: store.client.hset(store.a("acct"), "local_credits", "lots"),
         lambda store: store.client.hset(store.tally_key(CONV), "used", "some"),
         lambda store: store.client.hset(store.tally_key(CONV), "period", "someday"),
+        lambda store: store.client.hset(store.tally_key(CONV), "period", "2099-01-01"),
         # Lua reads hexadecimal as a number; the stores' reader does not (reset).
         lambda store: store.client.hset(store.tally_key(CONV), "used", "0x9"),
         lambda store: store.client.hset(store.tally_key(CONV), "expires", hex(int(NOW))),
@@ -268,6 +298,7 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         "bad account",
         "bad tally",
         "a period that is none",
+        "a period years ahead",
         "hex tally",
         "hex tally expiry",
         "hex count",

@@ -39,7 +39,7 @@ __all__ = ["GRANT", "script_grant"]
 # ARGV: month, now, honour (1/0), rpm ("": no pacing), window, log ttl ms,
 #       charge (1/0), credits, account ("": none), records ttl ms, key rev name,
 #       account rev name, lines, then per line: period, limit, amount, keep until
-#       ("": for ever).
+#       ("": for ever), the latest period believed (`Line.latest`).
 # Every value is checked before anything is written: "careful" never follows a write.
 GRANT = (
     """
@@ -79,6 +79,8 @@ for i = 1, lines do
       if not (p == '' or p:match('^%d%d%d%d%-%d%d$') or p:match('^%d%d%d%d%-%d%d%-%d%d$')) then
         return {'careful'}  -- compared as text below: only labels that sort as periods
       end
+      -- A period after the next one is not believed: told and overwritten there.
+      if p > ARGV[13 + (i - 1) * 5 + 5] then return {'careful'} end
       tally[name] = {t[1], u, e}
     end
   end
@@ -104,13 +106,13 @@ local function put(name, t)
   end
 end
 for i = 1, lines do
-  local b = 13 + (i - 1) * 4
+  local b = 13 + (i - 1) * 5
   local t = live(KEYS[7 + i], ARGV[b + 1])
   local u = t and t[2] or 0
   if u + tonumber(ARGV[b + 3]) > tonumber(ARGV[b + 2]) + 1e-9 then
     -- A refused spender is still active: its live tallies' expiries move on.
     for j = 1, lines do
-      local c = 13 + (j - 1) * 4
+      local c = 13 + (j - 1) * 5
       local name = KEYS[7 + j]
       local s = live(name, ARGV[c + 1])
       if s then
@@ -186,7 +188,7 @@ end
 local out = {'ok', '0'}
 local done = {}
 for i = 1, lines do
-  local b = 13 + (i - 1) * 4
+  local b = 13 + (i - 1) * 5
   local name = KEYS[7 + i]
   local t = live(name, ARGV[b + 1])
   if not done[name] then
@@ -243,7 +245,9 @@ def script_grant(
     # the hour's start, so they run at most an hour long); only now and each
     # budget's keep-until (a conversation's moves with now) change per call.
     hour = int(now // 3600)
-    lines = tuple((line.name, line.period, line.limit, line.amount) for line in spend)
+    lines = tuple(
+        (line.name, line.period, line.limit, line.amount, line.latest()) for line in spend
+    )
     ask = (month, hour, fp, rpm, window, honour_hold, charge, lines)
     made = _MADE.get(store)
     if made is None or made[0] != ask:
@@ -251,7 +255,7 @@ def script_grant(
     args = made[2].copy()
     args[1] = repr(now)
     for i, line in enumerate(spend):
-        args[_KEEP + 4 * i] = "" if line.keep_until is None else repr(line.keep_until)
+        args[_KEEP + 5 * i] = "" if line.keep_until is None else repr(line.keep_until)
     answer = store.run_script(made[1], args)
     verdict = answer[0]
     if verdict == "careful":
@@ -314,9 +318,9 @@ def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[byte
         f"a:{charge.account_id}" if charge else "",
         len(lines),
     ]
-    for name, period, limit, cost in lines:
+    for name, period, limit, cost, latest in lines:
         keys.append(store.tally_key(name))
-        args += [period, repr(limit), repr(cost), ""]
+        args += [period, repr(limit), repr(cost), "", latest]
     # Encoded once: redis-py sends bytes as they are (a third of packing the call).
     return [k.encode() for k in keys], [str(a).encode() for a in args]
 
