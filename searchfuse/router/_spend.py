@@ -302,11 +302,13 @@ class Spend:
         out = []
         for b in self.budgets:
             label, ends = period_of(b.period, now)
+            # A later period counts (a clock a little ahead), up to the next one.
+            latest = Line(0, "", label, 0.0, 0.0, ends).latest()
             tail = f":{b.unit}:{b.period or ''}"
             found = {
                 name[len(b.per) + 1 : -len(tail)]: t.used
                 for name, t in tallies(f"{b.per}:").items()
-                if name.endswith(tail) and t.period >= label  # a later one: a clock ahead
+                if name.endswith(tail) and label <= t.period <= latest
             }
             who = self._who(b, scope)
             if who is not None:

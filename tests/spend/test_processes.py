@@ -1,5 +1,5 @@
-"""Two processes sharing one budget on SQLite and on a real redis-server serve exactly
-its limit between them, racing for the last searches."""
+"""Two processes sharing one budget on SQLite, the JSON file and a real redis-server
+serve exactly its limit between them, racing for the last searches."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ WORKER = textwrap.dedent(
     """
     import sys
     from searchfuse import Budget, BudgetExhausted, Router, spend_scope
-    from searchfuse.router.state import RedisStore, SqliteStore
+    from searchfuse.router.state import JsonFileStore, RedisStore, SqliteStore
 
     url, kind, where, namespace, go = sys.argv[1:6]
-    store = RedisStore(where, namespace=namespace) if kind == "redis" else SqliteStore(where)
+    if kind == "redis":
+        store = RedisStore(where, namespace=namespace)
+    else:
+        store = JsonFileStore(where) if kind == "json" else SqliteStore(where)
     router = Router(
         {keys!r}, state=store, base_url=url,
         budgets=[Budget({limit}, per="conversation")],
@@ -46,10 +49,12 @@ WORKER = textwrap.dedent(
 ).format(keys=KEYS, limit=LIMIT)
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "json", "redis"])
 def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, str]:
     if request.param == "sqlite":
         return "sqlite", str(tmp_path / "searchfuse.db"), ""
+    if request.param == "json":
+        return "json", str(tmp_path / "state" / "quota.json"), ""
     return "redis", request.getfixturevalue("redis_url"), uuid.uuid4().hex
 
 

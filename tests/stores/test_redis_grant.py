@@ -94,6 +94,15 @@ def tally(name: str, period: str, used: float, expires: float | None) -> Seed:
 
 CONV = "conversation:c-1:searches:"
 DAYS = "router::credits:day"
+MONTHS = "user:u-1:usd:month"
+MONTH_END = 1_769_904_000.0  # 2026-02-01 00:00 UTC
+
+
+def month(limit: float) -> Line:
+    """A user's monthly budget in dollars (January's)."""
+    return Line(0, MONTHS, "2026-01", limit, 0.75, MONTH_END, keep_until=MONTH_END + 86400)
+
+
 #: Grants with budgets: the script decides them too, tallies and all.
 BUDGETS: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
     "a budget spent": (nothing, [(t, {"spend": (line(2),)}) for t in (0, 1, 2)]),
@@ -141,6 +150,26 @@ BUDGETS: dict[str, tuple[Seed, list[tuple[float, dict[str, Any]]]]] = {
         cooling,
         [(0, {"spend": (line(0.5),)}), (1, {"spend": (line(3),)})],
     ),
+    "a clock ahead counts in its later month": (
+        tally(MONTHS, "2026-02", 1.0, MONTH_END + 29 * 86400),
+        [(t, {"spend": (month(2),)}) for t in (0, 1, 2)],
+    ),
+    "a clock a month behind counts as nothing": (
+        tally(MONTHS, "2025-12", 1.0, NOW + 86400),
+        [(t, {"spend": (month(2),)}) for t in (0, 1, 2)],
+    ),
+    "a tally from before expiries": (
+        tally(CONV, "2026-01-15", 1.0, None),
+        [(t, {"spend": (line(2),)}) for t in (0, 1)],
+    ),
+    "a limit of 0 refuses even the free": (
+        nothing,
+        [(0, {"spend": (line(0, DAYS, 0.0), line(0))}), (1, {"spend": (line(0, DAYS, 0.0),)})],
+    ),
+    "a fraction short of the limit": (
+        nothing,
+        [(t, {"spend": (line(0.3, DAYS, 0.1),)}) for t in (0, 1, 2, 3)],
+    ),
     "paced after the budget counts nothing": (
         nothing,
         [(t, {"spend": (line(10),)}) for t in (0, 1, 2, 3, 4)],
@@ -157,7 +186,7 @@ def grant(store: Store, at: float, options: dict[str, Any]) -> Any:
 def outcome(store: RedisStore, at: float) -> Any:
     state = store.read(NOW + at)
     log = store.update(NOW + at, lambda s: s.ring(f"search:{FP}", 3).ordered())
-    names = (CONV, DAYS, "router:*:searches:")
+    names = (CONV, DAYS, "router:*:searches:", MONTHS)
     tallies = store.update(NOW + at, lambda s: [s.tally(n) for n in names])
     # Each tally's time to live on the server, to the second (both count from `now`).
     ttls = [round(store.client.pttl(store.tally_key(n)) / 1000) for n in names]
@@ -207,6 +236,22 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
     return put
 
 
+def clean_but(field: str) -> Callable[[RedisStore], None]:
+    """The key as a success left it, but for `field` stored empty."""
+
+    def put(store: RedisStore) -> None:
+        store.client.hset(store.k(FP), mapping={"last_status": "200", field: ""})
+
+    return put
+
+
+def held_by(name: str) -> Callable[[RedisStore], None]:
+    def put(store: RedisStore) -> None:
+        store.client.hset(store.hold_key, mapping={"until": repr(NOW + 100), "key": name})
+
+    return put
+
+
 @pytest.mark.parametrize(
     "spoil",
     [
@@ -220,6 +265,28 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
         lambda store: store.client.hset(store.a("acct"), "local_credits", "lots"),
         lambda store: store.client.hset(store.tally_key(CONV), "used", "some"),
         lambda store: store.client.hset(store.tally_key(CONV), "period", "someday"),
+        lambda store: store.client.hset(store.tally_key(CONV), "period", "2099-01-01"),
+        # Lua reads hexadecimal as a number; the stores' reader does not (reset).
+        lambda store: store.client.hset(store.tally_key(CONV), "used", "0x9"),
+        lambda store: store.client.hset(store.tally_key(CONV), "expires", hex(int(NOW))),
+        junk("searches", "0x2"),
+        junk("local_credits", "0x10"),
+        junk("cooldown_until", hex(int(NOW + 100))),
+        junk("last_status", "0xc8"),
+        lambda store: store.client.hset(store.a("acct"), "local_credits", "0x3"),
+        lambda store: store.client.hset(store.hold_key, mapping={"until": hex(int(NOW + 100))}),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "s1", hex(int(NOW))),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "0x1"),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "size", "3.0"),
+        lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "1" + "0" * 19),
+        # An empty field reads as no value: the key still looks as a success left it.
+        *(
+            clean_but(field)
+            for field in ("last_error", "cooldown_reason", "cooldown_started", "cooldown_until")
+        ),
+        # The hold's key is read as text the stores trust (masked, bounded).
+        held_by("tvly-dev-abcdefghijklmnop1234"),
+        held_by("f" * 3000),
     ],
     ids=[
         "bad count",
@@ -231,6 +298,25 @@ def junk(field: str, value: str) -> Callable[[RedisStore], None]:
         "bad account",
         "bad tally",
         "a period that is none",
+        "a period years ahead",
+        "hex tally",
+        "hex tally expiry",
+        "hex count",
+        "hex credits",
+        "hex cooldown",
+        "hex status",
+        "hex account",
+        "hex hold",
+        "hex slot",
+        "hex position",
+        "a size of 3.0",
+        "a position past what a double holds",
+        "empty last_error",
+        "empty cooldown_reason",
+        "empty cooldown_started",
+        "empty cooldown_until",
+        "a hold naming a raw key",
+        "a hold naming a long key",
     ],
 )
 def test_what_the_script_does_not_take_as_it_is_goes_the_careful_way(

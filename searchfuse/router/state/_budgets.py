@@ -19,6 +19,15 @@ a period (a conversation's) `Budget.forget_after` seconds after its spender
 was last charged *or refused*, so a conversation that keeps searching keeps
 its tally, however long it runs, and one that went quiet is forgotten.
 
+A tally of a period after the next one (`Line.latest`: a clock set years
+ahead, an edited store) still counts -- counting it as nothing would let two
+such clocks reset each other's tally at every search -- but it is not kept
+longer than a tally of this clock's period: its expiry is read as at most the
+line's `keep_until` (and written so by the next charge or refusal), so a clock
+that ran once years ahead holds a spent budget a period or two, not for years,
+and the refusal says when it ends. A label that is no period at all is reset
+when read (`_codec.tally_from_fields`).
+
 `over` and `charge` are pure: they read and write tallies only through
 `State.tally` / `State.set_tally`, inside the grant's change function, so
 every backend gets the budget check in the same transaction as the pacing
@@ -31,7 +40,9 @@ budget of 25 can never both take the 25th.
 from __future__ import annotations
 
 import calendar
+import logging
 import math
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -46,6 +57,7 @@ __all__ = [
     "Tally",
     "adjust",
     "charge",
+    "is_label",
     "live_tallies",
     "over",
     "period_end",
@@ -54,6 +66,15 @@ __all__ = [
 
 #: Spend that floating point loses adding prices (a thousand 0.008 USD searches).
 _SLACK = 1e-9
+
+log = logging.getLogger("searchfuse.state")
+
+_LABEL = re.compile(r"(?:\d{4}-\d{2}(?:-\d{2})?)?")
+
+
+def is_label(text: object) -> bool:
+    """Whether `text` is a period's label as `period_of` makes them (or `""`)."""
+    return isinstance(text, str) and _LABEL.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,13 @@ class Line:
     def wait(self, now: float) -> float:
         """Seconds until the period resets (infinite without a period)."""
         return math.inf if self.resets_at is None else max(0.0, self.resets_at - now)
+
+    def latest(self) -> str:
+        """The latest period a tally of this line is believed to count in: the one
+        after `period` (another process's clock a little ahead); `period` without one."""
+        if self.resets_at is None or not self.period:
+            return self.period
+        return period_of("day" if len(self.period) == 10 else "month", self.resets_at)[0]
 
 
 def period_of(period: str | None, now: float) -> tuple[str, float | None]:
@@ -143,6 +171,32 @@ def _kept(line: Line, tally: Tally | None) -> float | None:
     return max(line.keep_until, tally.expires)
 
 
+_TOLD: set[str] = set()
+
+
+def _live(line: Line, tally: Tally | None, now: float | None) -> Tally | None:
+    """`tally` if it counts for `line` at `now` (see `Tally.live`); one of a period
+    after `line.latest()` kept no longer than `line.keep_until` (said once per name)."""
+    if tally is None or not tally.live(line.period, now):
+        return None
+    bound = line.keep_until
+    if tally.period <= line.latest() or bound is None:
+        return tally
+    if tally.expires is None or tally.expires > bound:
+        if line.name not in _TOLD and len(_TOLD) < 1000:
+            _TOLD.add(line.name)
+            log.warning(
+                "router state: budget %s is counted in period %s, after this clock's next "
+                "(%s): a clock set ahead or an edited store; kept only as long as a tally "
+                "of this clock's period",
+                line.name,
+                tally.period,
+                line.latest(),
+            )
+        tally = replace(tally, expires=bound)
+    return tally if tally.live(line.period, now) else None
+
+
 def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line | None:
     """The first line this call would take over its limit, with what is used; else `None`.
 
@@ -151,8 +205,7 @@ def over(state: State, lines: Sequence[Line], now: float | None = None) -> Line 
     into a new budget (whichever budget refused it).
     """
     for line in lines:
-        tally = state.tally(line.name)
-        live = tally if tally is not None and tally.live(line.period, now) else None
+        live = _live(line, state.tally(line.name), now)
         spent = live.used if live is not None else 0.0
         if spent + line.amount > line.limit + _SLACK:
             _touch(state, lines, now)
@@ -165,17 +218,21 @@ def _in(line: Line, tally: Tally | None, used: float) -> Line:
     own when another process's clock is ahead (then it also resets when that ends)."""
     if tally is None or tally.period == line.period:
         return replace(line, used=used)
-    return replace(line, period=tally.period, resets_at=period_end(tally.period), used=used)
+    ends = period_end(tally.period)
+    if ends is not None and tally.expires is not None and tally.period > line.latest():
+        ends = min(ends, tally.expires)  # a tally kept no longer (see `_live`)
+    return replace(line, period=tally.period, resets_at=ends, used=used)
 
 
 def _touch(state: State, lines: Sequence[Line], now: float | None) -> None:
     """Move on the expiry of every live tally of `lines` (a refused call's)."""
     for line in lines:
-        tally = state.tally(line.name)
-        if tally is not None and tally.live(line.period, now):
+        stored = state.tally(line.name)
+        tally = _live(line, stored, now)
+        if stored is not None and tally is not None:
             kept = _kept(line, tally)
-            if kept != tally.expires:
-                state.set_tally(line.name, replace(tally, expires=kept))
+            if kept != stored.expires:
+                state.set_tally(line.name, replace(stored, expires=kept))
 
 
 def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tuple[Line, ...]:
@@ -187,7 +244,7 @@ def charge(state: State, lines: Sequence[Line], now: float | None = None) -> tup
     out, done = [], set()
     for line in lines:
         tally = state.tally(line.name)
-        live = tally if tally is not None and tally.live(line.period, now) else None
+        live = _live(line, tally, now)
         spent = live.used if live is not None else 0.0
         if line.name not in done:
             done.add(line.name)

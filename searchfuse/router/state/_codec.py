@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from searchfuse._secrets import fingerprint
-from searchfuse.router.state._budgets import Tally
+from searchfuse.router.state._budgets import Tally, is_label
 from searchfuse.router.state._records import AccountUsage, KeyState, State
 from searchfuse.router.state._ring import Ring
 from searchfuse.router.state._values import (
@@ -148,15 +148,16 @@ def state_from_json(data: Any, warn: Callable[[str], None] = _warn) -> State:
 def tally_from_fields(
     period: Any, used: Any, where: str, warn: Callable[[str], None], expires: Any = None
 ) -> Tally:
-    """A stored budget tally; a bad one is reset to nothing used, with a warning.
-    A bad expiry reads as none (the tally's next charge or refusal sets it again)."""
+    """A stored budget tally; a bad one (its use, or a period that is no period's
+    label) is reset to nothing used, with a warning. A bad expiry reads as none
+    (the tally's next charge or refusal sets it again)."""
     number = optional_number(used, f"{where} used", warn)
     until = optional_number(expires, f"{where} expires", warn)
     if until is not None and not math.isfinite(until):
         until = None
-    if not isinstance(period, str) or number is None or number < 0 or not math.isfinite(number):
+    if not is_label(period) or number is None or number < 0 or not math.isfinite(number):
         warn(f"{where}: malformed; reset")
-        return Tally(period if isinstance(period, str) else "", 0.0, until)
+        return Tally(period if is_label(period) else "", 0.0, until)
     return Tally(period, number, until)
 
 

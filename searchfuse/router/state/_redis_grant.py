@@ -39,12 +39,15 @@ __all__ = ["GRANT", "script_grant"]
 # ARGV: month, now, honour (1/0), rpm ("": no pacing), window, log ttl ms,
 #       charge (1/0), credits, account ("": none), records ttl ms, key rev name,
 #       account rev name, lines, then per line: period, limit, amount, keep until
-#       ("": for ever).
+#       ("": for ever), the latest period believed (`Line.latest`).
 # Every value is checked before anything is written: "careful" never follows a write.
 GRANT = (
     """
+-- A stored number as the stores' reader takes it (`_values._parse`): Lua's
+-- tonumber also reads hexadecimal ("0x10"), which that reader resets.
 local function num(v)
   if v == false or v == nil or v == '' then return nil, true end
+  if v:find('[xX]') then return nil, false end
   local n = tonumber(v)
   if n == nil or n ~= n or n == math.huge or n == -math.huge or math.abs(n) > 1e15 then
     return nil, false
@@ -52,6 +55,8 @@ local function num(v)
   return n, true
 end
 local function fmt(x) return string.format('%.17g', x) end
+-- An optional field stored empty reads as none.
+local function none(v) return v == false or v == '' end
 local RACE = """
     + repr(RACE)
     + """
@@ -74,6 +79,8 @@ for i = 1, lines do
       if not (p == '' or p:match('^%d%d%d%d%-%d%d$') or p:match('^%d%d%d%d%-%d%d%-%d%d$')) then
         return {'careful'}  -- compared as text below: only labels that sort as periods
       end
+      -- A period after the next one is not believed: told and overwritten there.
+      if p > ARGV[13 + (i - 1) * 5 + 5] then return {'careful'} end
       tally[name] = {t[1], u, e}
     end
   end
@@ -99,13 +106,13 @@ local function put(name, t)
   end
 end
 for i = 1, lines do
-  local b = 13 + (i - 1) * 4
+  local b = 13 + (i - 1) * 5
   local t = live(KEYS[7 + i], ARGV[b + 1])
   local u = t and t[2] or 0
   if u + tonumber(ARGV[b + 3]) > tonumber(ARGV[b + 2]) + 1e-9 then
     -- A refused spender is still active: its live tallies' expiries move on.
     for j = 1, lines do
-      local c = 13 + (j - 1) * 4
+      local c = 13 + (j - 1) * 5
       local name = KEYS[7 + j]
       local s = live(name, ARGV[c + 1])
       if s then
@@ -120,7 +127,12 @@ if ARGV[3] == '1' then
   local h = redis.call('HMGET', KEYS[2], 'until', 'key')
   local u, ok = num(h[1])
   if not ok then return {'careful'} end
-  if u ~= nil and u > now then return {'held', fmt(u - now), h[2] or ''} end
+  if u ~= nil and u > now then
+    -- The stores read the hold's key as text masked and cut: only a plain name here.
+    local who = h[2] or ''
+    if #who > 64 or not who:match('^[%w_]*$') then return {'careful'} end
+    return {'held', fmt(u - now), who}
+  end
 end
 local k = redis.call('HMGET', KEYS[3], 'disabled', 'cooldown_until', 'exhausted',
   'last_status', 'last_error', 'cooldown_reason', 'cooldown_started', 'searches',
@@ -156,10 +168,12 @@ if ARGV[4] ~= '' then
   if r[1] == false and r[2] == false then
     if redis.call('EXISTS', KEYS[5]) == 1 then return {'careful'} end
   else
-    size, seq = tonumber(r[1]), tonumber(r[2])
-    if size ~= limit or seq == nil or seq < 0 or seq ~= math.floor(seq) then
+    -- Whole numbers as the stores' reader takes them (`int`), else rebuilt there.
+    if not (r[1] and r[1]:match('^%d+$') and r[2] and r[2]:match('^%d+$') and #r[2] < 16) then
       return {'careful'}
     end
+    size, seq = tonumber(r[1]), tonumber(r[2])
+    if size ~= limit then return {'careful'} end
     local o = redis.call('HGET', KEYS[5], 's' .. string.format('%d', seq % size))
     local n, ok = num(o)
     if not ok or (n ~= nil and n > now + RACE) then return {'careful'} end
@@ -174,7 +188,7 @@ end
 local out = {'ok', '0'}
 local done = {}
 for i = 1, lines do
-  local b = 13 + (i - 1) * 4
+  local b = 13 + (i - 1) * 5
   local name = KEYS[7 + i]
   local t = live(name, ARGV[b + 1])
   if not done[name] then
@@ -196,8 +210,8 @@ if acct ~= nil then
   redis.call('PEXPIRE', KEYS[4], ARGV[10])
   local rev = redis.call('INCR', KEYS[6])
   redis.call('ZADD', KEYS[7], rev, ARGV[11], rev, ARGV[12])
-  if status == 200 and k[5] == false and k[2] == false and k[6] == false
-    and k[7] == false and k[3] ~= '1' then
+  if status == 200 and none(k[5]) and none(k[2]) and none(k[6])
+    and none(k[7]) and k[3] ~= '1' then
     out[2] = '1'
   end
 end
@@ -231,7 +245,9 @@ def script_grant(
     # the hour's start, so they run at most an hour long); only now and each
     # budget's keep-until (a conversation's moves with now) change per call.
     hour = int(now // 3600)
-    lines = tuple((line.name, line.period, line.limit, line.amount) for line in spend)
+    lines = tuple(
+        (line.name, line.period, line.limit, line.amount, line.latest()) for line in spend
+    )
     ask = (month, hour, fp, rpm, window, honour_hold, charge, lines)
     made = _MADE.get(store)
     if made is None or made[0] != ask:
@@ -239,7 +255,7 @@ def script_grant(
     args = made[2].copy()
     args[1] = repr(now)
     for i, line in enumerate(spend):
-        args[_KEEP + 4 * i] = "" if line.keep_until is None else repr(line.keep_until)
+        args[_KEEP + 5 * i] = "" if line.keep_until is None else repr(line.keep_until)
     answer = store.run_script(made[1], args)
     verdict = answer[0]
     if verdict == "careful":
@@ -302,9 +318,9 @@ def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[byte
         f"a:{charge.account_id}" if charge else "",
         len(lines),
     ]
-    for name, period, limit, cost in lines:
+    for name, period, limit, cost, latest in lines:
         keys.append(store.tally_key(name))
-        args += [period, repr(limit), repr(cost), ""]
+        args += [period, repr(limit), repr(cost), "", latest]
     # Encoded once: redis-py sends bytes as they are (a third of packing the call).
     return [k.encode() for k in keys], [str(a).encode() for a in args]
 
