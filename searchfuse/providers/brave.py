@@ -29,6 +29,7 @@ figures.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import re
 from collections.abc import Mapping
@@ -156,11 +157,18 @@ class Brave(Searcher):
             return FRESHNESS[time_range]
         if start is None and end is None:
             return None
+        days = []
         for name, value in (("start_date", start), ("end_date", end)):
             if not (isinstance(value, str) and _DATE.fullmatch(value)):
                 raise params.refuse(
                     name, value, "Brave needs both dates, each as YYYY-MM-DD, for a range"
                 )
+            try:
+                days.append(dt.date.fromisoformat(value))
+            except ValueError:
+                raise BadRequest(f"{name} is not a date: {value!r}", sent=False) from None
+        if days[0] > days[1]:
+            raise BadRequest(f"start_date {start} is after end_date {end}", sent=False)
         return f"{start}to{end}"
 
     def build(self, endpoint: str, body: Mapping[str, Any]) -> Request:
