@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from searchfuse import BadRequest
+from searchfuse import BadRequest, Router
 from searchfuse._serving import running
 from searchfuse.gateway import build_app
-from searchfuse.testing import FakeClock
+from searchfuse.testing import BRAVE_TEST_KEYS, FakeBrave, FakeClock
 from tests.providers.test_alone import Setup, alone  # noqa: F401
 
 WRONG: list[tuple[str, Any]] = [
@@ -53,18 +53,15 @@ def test_a_parameter_of_the_wrong_type_is_a_bad_request_and_nothing_is_sent(
     ("start", "end"), [("2025-02-30", "2025-03-01"), ("2025-03-02", "2025-03-01")]
 )
 def test_brave_is_sent_no_date_range_that_is_not_one(
-    alone: Setup,  # noqa: F811
-    fake_clock: FakeClock,
-    start: str,
-    end: str,
+    fake_clock: FakeClock, start: str, end: str
 ) -> None:
-    if alone.name != "brave":
-        pytest.skip("Brave's freshness range")
-    router = alone.router(fake_clock)
-    with pytest.raises(BadRequest) as refused:
-        router.search("q", start_date=start, end_date=end)
+    brave = FakeBrave(BRAVE_TEST_KEYS, clock=fake_clock)
+    with brave.serve() as url:
+        router = Router({"brave": list(BRAVE_TEST_KEYS)}, base_urls={"brave": url})
+        with pytest.raises(BadRequest) as refused:
+            router.search("q", start_date=start, end_date=end)
     assert refused.value.sent is False
-    assert alone.fake.searches == []
+    assert brave.searches == []
 
 
 @pytest.mark.parametrize(("name", "value"), WRONG[:5])
