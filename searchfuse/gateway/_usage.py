@@ -3,7 +3,10 @@
 Read from the router's state (what `searchfuse status` shows); no request
 goes upstream, so a client polling `/usage` never spends Tavily's ten
 `/usage` calls per ten minutes. Keys of one account share its plan, so an
-account's plan is counted once.
+account's plan is counted once. Tavily's sections count Tavily's credits, so
+only Tavily's keys are in them: another provider of the chain spends in its own
+unit (Exa's dollars, Brave's requests), which no client would read as credits
+(`searchfuse status` shows every provider's).
 
 With spend budgets, `"searchfuse": {"budgets": [...]}` follows Tavily's two
 sections: each budget's limit and, for the service and for the caller's own
@@ -33,6 +36,9 @@ def _number(value: float) -> float:
     return int(value) if float(value).is_integer() else value
 
 
+#: The provider whose keys `/usage` totals: its sections are in Tavily's credits.
+TAVILY = "tavily"
+
 #: What a budget row says to a client: its own use, never other callers'.
 _BUDGET_FIELDS = ("budget", "per", "unit", "period", "limit", "used", "left", "resets_at")
 
@@ -47,6 +53,7 @@ def pool_usage(
     unlimited or not yet known, as Tavily writes an unlimited one; a budget's
     `used` and `left` are `null` for a user or conversation the caller did not name.
     """
+    records = [r for r in records if r.provider == TAVILY]
     accounts: dict[str, dict[str, float | None]] = {}
     for r in records:
         account = accounts.setdefault(

@@ -192,7 +192,9 @@ class Params:
         value = self.take(name)
         if value is None:
             return []
-        if isinstance(value, str) or not all(
+        # A list (a tuple from Python): a string, a number or an object is no list of
+        # names, however it iterates (an object's keys are not domains the caller named).
+        if not isinstance(value, list | tuple) or not all(
             isinstance(d, str) and d.strip() and not any(c.isspace() for c in d.strip())
             for d in value
         ):

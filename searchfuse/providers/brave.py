@@ -29,6 +29,7 @@ figures.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import re
 from collections.abc import Mapping
@@ -66,6 +67,11 @@ CODES = {"SUBSCRIPTION_TOKEN_INVALID": Outcome.AUTH, "QUOTA_LIMITED": Outcome.EX
 FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 #: The month's window in seconds when `X-RateLimit-Policy` does not say.
 MONTH = 30 * 86400.0
+#: Brave's longest window is its month: a window or a reset beyond this is not
+#: believed (a key parked for centuries, or a date past any clock, is a server's slip).
+LONGEST_WINDOW = 32 * 86400.0
+#: Digits a figure may have: more is no count of requests.
+MAX_DIGITS = 15
 _TAG = re.compile(r"<[^>]+>")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -77,7 +83,7 @@ def _figures(value: str | None) -> list[float]:
     numbers = []
     for part in value.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not (part.isascii() and part.isdigit()) or len(part) > MAX_DIGITS:
             return []
         numbers.append(float(part))
     return numbers
@@ -96,8 +102,9 @@ def _code(answer: Answer) -> str | None:
 
 def _windows(policy: str | None, count: int) -> list[float]:
     """Each window's length in seconds, from `X-RateLimit-Policy` (`1;w=1, 15000;w=2592000`)."""
-    found = re.findall(r"w=(\d+)", policy or "")
-    if len(found) == count and all(int(w) > 0 for w in found):  # a window of 0 is no pace
+    found = re.findall(r"w=(\d+)", policy or "", re.ASCII)
+    # A window of 0 is no pace; one beyond a month is no window of Brave's.
+    if len(found) == count and all(0 < int(w) <= LONGEST_WINDOW for w in found):
         return [float(w) for w in found]
     return [1.0, MONTH][:count] if count <= 2 else []
 
@@ -150,11 +157,18 @@ class Brave(Searcher):
             return FRESHNESS[time_range]
         if start is None and end is None:
             return None
+        days = []
         for name, value in (("start_date", start), ("end_date", end)):
             if not (isinstance(value, str) and _DATE.fullmatch(value)):
                 raise params.refuse(
                     name, value, "Brave needs both dates, each as YYYY-MM-DD, for a range"
                 )
+            try:
+                days.append(dt.date.fromisoformat(value))
+            except ValueError:
+                raise BadRequest(f"{name} is not a date: {value!r}", sent=False) from None
+        if days[0] > days[1]:
+            raise BadRequest(f"start_date {start} is after end_date {end}", sent=False)
         return f"{start}to{end}"
 
     def build(self, endpoint: str, body: Mapping[str, Any]) -> Request:
@@ -207,7 +221,7 @@ class Brave(Searcher):
         exhausted_until = None
         if month_left <= 0:
             wait = reset[-1] if len(reset) == len(limit) else windows[-1]
-            exhausted_until = now + wait
+            exhausted_until = now + min(wait, windows[-1])  # a reset ends within its window
         return Observed(rate=rate, figures=figures, exhausted_until=exhausted_until)
 
     def normalize(

@@ -140,7 +140,7 @@ class Exa(Searcher):
             raise params.refuse("topic", topic, "Exa has no such category")
         depth = params.take("search_depth")
         if depth is not None:
-            if depth not in _TYPES:
+            if not isinstance(depth, str) or depth not in _TYPES:
                 raise params.refuse(
                     "search_depth", depth, "Exa's deeper search types are other products"
                 )

@@ -577,11 +577,11 @@ def _validate_search(raw: bytes) -> Json | str:
     ):
         return f"max_results must be an integer between 0 and {MAX_RESULTS}."
     depth = data.get("search_depth") or "basic"
-    if depth not in CREDITS_PER_DEPTH:
+    if not isinstance(depth, str) or depth not in CREDITS_PER_DEPTH:
         allowed = ", ".join(CREDITS_PER_DEPTH)
         return f"Invalid search_depth {depth!r}. Must be one of: {allowed}."
     topic = data.get("topic") or "general"
-    if topic not in TOPICS:
+    if not isinstance(topic, str) or topic not in TOPICS:
         return f"Invalid topic {topic!r}. Must be one of: general, news, finance."
     include_domains = data.get("include_domains") or []
     if not isinstance(include_domains, list) or not all(
@@ -680,7 +680,7 @@ def _validate_extract(raw: bytes) -> Json | str:
     if len(urls) > MAX_EXTRACT_URLS:
         return f"Too many URLs: at most {MAX_EXTRACT_URLS} per request."
     depth = data.get("extract_depth") or "basic"
-    if depth not in EXTRACT_DEPTHS:
+    if not isinstance(depth, str) or depth not in EXTRACT_DEPTHS:
         return f"Invalid extract_depth {depth!r}. Must be one of: basic, advanced."
     return {**data, "urls": urls, "extract_depth": depth}
 
@@ -743,7 +743,7 @@ def _validate_site(raw: bytes) -> Json | str:
             return f"{name} must be at most {top}."
         checked[name] = value
     depth = data.get("extract_depth") or "basic"
-    if depth not in EXTRACT_DEPTHS:
+    if not isinstance(depth, str) or depth not in EXTRACT_DEPTHS:
         return f"Invalid extract_depth {depth!r}. Must be one of: basic, advanced."
     base = url if "://" in url else f"https://{url}"
     return {**data, **checked, "url": base.rstrip("/"), "extract_depth": depth}

@@ -234,6 +234,8 @@ def test_revoke_and_restore(client: httpx.Client, fake: FakeTavily) -> None:
         {"query": "q", "search_depth": "deep"},
         {"query": "q", "topic": "sports"},
         {"query": "q", "include_domains": "example.com"},
+        {"query": "q", "topic": ["news"]},
+        {"query": "q", "search_depth": {"advanced": 1}},
     ],
     ids=[
         "no-query",
@@ -250,6 +252,8 @@ def test_revoke_and_restore(client: httpx.Client, fake: FakeTavily) -> None:
         "unknown-depth",
         "unknown-topic",
         "domains-not-a-list",
+        "topic-a-list",
+        "depth-an-object",
     ],
 )
 def test_invalid_search_is_400_and_free(
@@ -919,6 +923,7 @@ def test_extract_charges_per_five_pages_and_reports_failed_urls(
         {"urls": []},
         {"urls": [f"https://e.com/{i}" for i in range(21)]},
         {"urls": "x", "extract_depth": "deep"},
+        {"urls": "x", "extract_depth": ["basic"]},
     ],
 )
 def test_extract_rejects_what_tavily_rejects(client: httpx.Client, body: dict[str, Any]) -> None:
