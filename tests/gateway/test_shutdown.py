@@ -9,7 +9,6 @@ them at the ASGI lifespan's shutdown, while the loop runs.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,7 @@ from searchfuse._serving import closing
 from searchfuse.gateway import build_app
 from searchfuse.testing import TEST_KEYS, FakeClock, FakeTavily
 
-
-def open_files_under(folder: Path) -> list[str]:
-    fds = Path("/proc/self/fd")
-    found = []
-    for fd in os.listdir(fds):
-        try:
-            target = os.readlink(fds / fd)
-        except OSError:
-            continue
-        if target.startswith(str(folder)):
-            found.append(target)
-    return found
+from ..stores.test_lifetimes import open_files_under
 
 
 async def lifespan(app: Any) -> list[str]:
