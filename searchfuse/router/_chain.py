@@ -201,6 +201,7 @@ class Chain:
                 # A request this provider refused (400) may be another's to serve: rule 5.
                 passed.append(_refused(core, exc))
                 continue
+            _echo_query(result, route)
             self._note(passed, result)
             return result
         # Every provider was passed over: the fallback function is the last link.
@@ -319,6 +320,14 @@ class Chain:
     def titles(self) -> dict[str, str]:
         """Each provider's name in messages."""
         return {core.provider.name: core.provider.title for core in self.cores}
+
+
+def _echo_query(result: dict[str, Any], route: Route) -> None:
+    """A normalised answer (the provider's own JSON under "raw") echoes the caller's
+    query, not the provider's form of it (with `site:` operators added)."""
+    asked = route.asked.get("query")
+    if "raw" in result and isinstance(asked, str):
+        result["query"] = asked
 
 
 def _breakdown(exc: NoKeyAvailable, before: NoKeyAvailable | None) -> NoKeyAvailable:

@@ -191,3 +191,20 @@ def test_searxng_without_json_output_says_how_to_fix_the_instance(
         Router({"searxng": [url]}, clock=fake_clock).search("q")
     assert "search.formats" in str(raised.value) and "settings.yml" in str(raised.value)
     assert "it is not SearXNG's API" not in str(raised.value)
+
+
+@pytest.mark.parametrize("name", ["exa", "brave", "serper"])  # SearXNG refuses domains
+def test_a_result_echoes_the_callers_query_not_the_providers_form_of_it(
+    name: str, fake_clock: FakeClock
+) -> None:
+    fake, keys = _fake(name, fake_clock)
+    with fake.serve() as url:
+        router = Setup(name, fake, url, keys).router(fake_clock)
+        result = router.search(
+            "rust async", include_domains=["docs.rs"], exclude_domains=["example.com"]
+        )
+    (seen,) = fake.searches
+    sent = {**(seen.params or {}), **(seen.body or {})}
+    if "q" in sent:  # the domains went as search operators in the provider's query
+        assert "site:docs.rs" in sent["q"]
+    assert result["query"] == "rust async"
