@@ -10,12 +10,14 @@ repeats it anyway; a cache hit costs nothing and needs no obedience.
 What it never forgives, because it changes the answer: numbers, versions and years
 (`3.11` / `3.12`) and the order numbers come in ("born 1990 died 2020"), names (a
 capitalised word keeps its plural ending), negation (`not`, `no`, `without`, `-term`,
-`isn't`), quoted phrases (kept whole, in order, and apart from the unquoted words),
-symbols (`>` / `<`, `$` / `€`, one emoji or another: punctuation is forgiven, a
-symbol is not), and which side of a relation a word is on: a word after `from`, `to`,
-`in`, `for`, `than`, `with`, `>`... stays bound to it, so "flights from paris to
-london" and "flights from london to paris" stay two queries. A query with nothing
-left to forgive (only stop words, marks or spaces) meets only itself.
+`isn't`), quoted phrases (kept whole, in order, and apart from the unquoted words,
+in any language's quotation marks: `"..."`, `«...»`, `„...“`, `「...」`), symbols
+(`>` / `<`, `$` / `€`, `*` / `/` between numbers, one emoji or another: punctuation
+is forgiven, a symbol is not), exponents (`10²` is `10^2`, never `102`), and which
+side of a relation a word is on: a word after `from`, `to`, `in`, `for`, `than`,
+`with`, `>`... stays bound to it, so "flights from paris to london" and "flights from
+london to paris" stay two queries. A query with nothing left to
+forgive (only stop words, marks or spaces) meets only itself.
 
 Like `search_key`, it is a plain function, replaceable by your own
 (`guard(cache_key=...)`); [`near_query`][searchfuse.guard.near_query] is the query
@@ -81,16 +83,27 @@ _NAMES_S = _set(
     "mercedes lexus barnes noble sachs lehman"
 )
 
-# A quoted phrase ("..." or “...”); an unclosed quote runs to the end.
-_PHRASE = re.compile(r'["\u201c\u201d]([^"\u201c\u201d]*)(?:["\u201c\u201d]|$)')
+# A quoted phrase, in the marks languages quote with: "...", “...”, „...“, «...»,
+# »...«, 「...」, 『...』; an unclosed quote runs to the end.
+_PHRASE = re.compile(
+    r'["\u201c\u201d\u201e]([^"\u201c\u201d\u201e]*)(?:["\u201c\u201d]|$)'
+    r"|\u00ab([^\u00bb]*)(?:\u00bb|$)"
+    r"|\u00bb([^\u00ab]*)(?:\u00ab|$)"
+    r"|\u300c([^\u300d]*)(?:\u300d|$)"
+    r"|\u300e([^\u300f]*)(?:\u300f|$)"
+)
+# Superscripts (an exponent: 10², x⁻¹), which NFKC would make plain digits of the number
+# before them ("10²" would meet "102"): written as what they mean, "^2", first.
+_SUPERSCRIPT = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u207e]+")
 # A word: letters and digits, with the marks that make versions, languages, sites,
 # sums and grades (3.11, c++, c#, .net, node.js, gpt-4o, site:github.com, $100, 50%,
 # 1,000, A+, C-).
 _WORD = re.compile(
     r"[-+]?[$€£¥@#.]?[\w](?:[\w'’+#]|[.\-/:@](?=\w)|,(?=\d{3}))*(?:[+#%]|-(?!\w))*",
 )
-#: ASCII symbols that say something (`>`, `=`, `$`...): the backtick only quotes code.
-_ASCII_SYMBOLS = frozenset("$+<=>^|~")
+#: ASCII symbols that say something (`>`, `=`, `$`, an operator between numbers: `5 * 3`
+#: is not `5 / 3`)...: the backtick only quotes code.
+_ASCII_SYMBOLS = frozenset("$%*+/<=>^|~")
 #: A number's place among the query's numbers: `#0=1990` (no word can be written so).
 _NUMBER_AT = "#{}={}"
 #: The key of a query with nothing left to forgive: its text (no word starts so).
@@ -161,10 +174,10 @@ def near_query(query: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]
     `near_query("What are Tavily's rate limits?") == near_query("tavily rate limit")`;
     `near_query("python 3.11") != near_query("python 3.12")`.
     """
-    text = unicodedata.normalize("NFKC", query)
-    phrases = tuple(
-        sorted(tuple(w.casefold() for w in _words(p)) for p in _PHRASE.findall(text) if p.strip())
-    )
+    text = _SUPERSCRIPT.sub(_exponent, query)
+    text = unicodedata.normalize("NFKC", text)
+    quoted = ("".join(groups) for groups in _PHRASE.findall(text))
+    phrases = tuple(sorted(tuple(w.casefold() for w in _words(p)) for p in quoted if p.strip()))
     plain = _PHRASE.sub(" ", text)
     originals = _words(plain)
     words: list[str] = []
@@ -193,6 +206,10 @@ def near_query(query: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]
     if not words and not phrases:
         return (_NOTHING + " ".join(text.casefold().split()),), ()
     return tuple(sorted(_numbered(words))), phrases
+
+
+def _exponent(match: re.Match[str]) -> str:
+    return "^" + unicodedata.normalize("NFKC", match.group())
 
 
 def _numbered(words: list[str]) -> list[str]:

@@ -158,3 +158,51 @@ def test_a_bad_cache_match_is_refused_when_the_tool_is_made(
         return
     with pytest.raises(ValueError, match=says):
         guard(web_search, **options)  # type: ignore[call-overload]
+
+
+# Look-alikes outside the labelled set's ASCII: what Unicode's compatibility forms and
+# other languages' quotation marks write differently must not meet either.
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # A superscript is an exponent, not another digit of the number.
+        ("10² metres", "102 metres"),
+        ("2⁵ combinations", "25 combinations"),
+        ("x² derivative", "x2 derivative"),
+        ("10⁻³ mol", "10-3 mol"),
+        # Quoted phrases in the marks other languages quote with stay whole and in order.
+        ("«new york» pizza", "«york new» pizza"),
+        ("„new york“ pizza", "„york new“ pizza"),
+        ("»new york« pizza", "»york new« pizza"),
+        ("「東京 大学」 入試", "「大学 東京」 入試"),
+        ("『東京 大学』 入試", "『大学 東京』 入試"),
+        ("«new york» pizza", "new york pizza"),
+        # An operator between spaced numbers is no punctuation to forgive.
+        ("5 * 3", "5 / 3"),
+        ("10 / 2", "10 2"),
+        ("7 % 3", "7 3"),
+    ],
+)
+def test_look_alikes_written_in_other_marks_stay_apart(first: str, second: str) -> None:
+    assert near_query(first) != near_query(second)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("10^2 metres", "10² metres"),
+        ("«New York» pizza", "« new york » pizza"),
+        ("ｐｙｔｈｏｎ ３.１１", "python 3.11"),
+        ("CO₂ emissions", "CO2 emissions"),
+    ],
+)
+def test_the_same_query_in_other_marks_still_meets(first: str, second: str) -> None:
+    assert near_query(first) == near_query(second)
+
+
+def test_a_superscripted_look_alike_searches(fake_tavily: FakeTavily, tavily_server: str) -> None:
+    with Router([KEY], base_url=tavily_server) as router:
+        web_search = guard(router.search, cache_match="near", per_turn=None)
+        web_search("10² metres in feet")
+        web_search("102 metres in feet")
+    assert searched(fake_tavily) == ["10² metres in feet", "102 metres in feet"]
