@@ -499,19 +499,16 @@ class Guard:
         the guard's router searches `call.query` with the call's arguments
         mapped onto Tavily's (see `router_arguments`).
         """
-        if isinstance(call, str):
-            call = Call(call, {}, self.name)
-        return self.drive(self.flow(call.query, call.params), call.query, call.params, backend)
+        query, params = _read(call, self.name)
+        return self.drive(self.flow(query, params), query, params, backend)
 
     async def arun(
         self, call: Call | str, backend: Callable[..., Awaitable[Any]] | None = None
     ) -> Any:
         """The same as [`run`][searchfuse.Guard.run], for a coroutine backend (or the router's
         `asearch`)."""
-        if isinstance(call, str):
-            call = Call(call, {}, self.name)
-        flow = self.flow(call.query, call.params)
-        return await self.adrive(flow, call.query, call.params, backend)
+        query, params = _read(call, self.name)
+        return await self.adrive(self.flow(query, params), query, params, backend)
 
     def reset(self) -> None:
         """Forget every turn's count, close the fuse and empty the cache."""
@@ -868,6 +865,19 @@ class Guard:
         elif inspect.isgenerator(result):
             result = list(result)
         return result
+
+
+def _read(call: Call | str, tool: str) -> tuple[str, Mapping[str, Any]]:
+    """The query and the arguments of a call handed to `run` / `arun`.
+
+    A call without a query (`None`: a model's malformed call, passed on as it
+    came) is a call with an empty one, which the router refuses before sending
+    ("query must be a non-empty string"), never a call the flow takes as unread.
+    """
+    if isinstance(call, str):
+        return call, {}
+    query = call.query
+    return ("" if query is None else query), call.params
 
 
 def _check_options(

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import searchfuse
-from searchfuse import CooldownActive, Guard, RateLimited, TurnLimitReached, turn
+from searchfuse import BadRequest, CooldownActive, Guard, RateLimited, TurnLimitReached, turn
 from searchfuse.guard import Call, MappingLookup, core, guard, reset_all
+from searchfuse.testing import FakeTavily
 from tests.guard.helpers import Backend, http_error
 
 
@@ -452,3 +453,21 @@ def test_a_waiter_whose_event_loop_is_gone_does_not_break_the_leader(
     assert led == [{"query": "q", "results": [{"title": "about q"}]}]
     assert backend.queries == ["q"]
     assert "exception calling callback" not in caplog.text  # nothing blew up on the way
+
+
+# -- a call without a query ----------------------------------------------------------------
+
+
+def test_a_call_without_a_query_reaches_the_router_as_a_bad_request(
+    fake_tavily: FakeTavily, tavily_server: str
+) -> None:
+    # An integration hands the model's arguments over as they came; `query=None` is the
+    # model's mistake to fix, not a guard without a backend.
+    with searchfuse.Router(["tvly-dev-test0001"], base_url=tavily_server) as router:
+        rules = Guard(router=router)
+        with pytest.raises(BadRequest, match="query must be a non-empty string"):
+            rules.run(Call(None, {}, "web_search"))  # type: ignore[arg-type]
+        with pytest.raises(BadRequest, match="query must be a non-empty string"):
+            asyncio.run(rules.arun(Call(None, {}, "web_search")))  # type: ignore[arg-type]
+        assert rules.run("python 3.13")["query"] == "python 3.13"  # its turn's search is left
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]

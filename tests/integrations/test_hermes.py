@@ -424,3 +424,16 @@ def test_a_conversation_budget_refuses_a_sessions_third_search_and_not_another_s
     assert a[2] == {"success": False, "error": refused}
     assert [r.query for r in fake_tavily.searches][4:] == ["f", "g"]
     assert chat[2] == {"success": False, "error": refused}
+
+
+def test_a_missing_query_is_the_models_to_fix_and_sends_nothing(
+    router: Router, fake_tavily: FakeTavily
+) -> None:
+    from searchfuse.integrations.hermes import SearchFusePlugin
+
+    plugin = SearchFusePlugin(router=router)
+    failed = plugin.search(None)  # type: ignore[arg-type]  # a model's malformed call
+    assert failed["success"] is False
+    assert failed["error"].startswith("the request was not sent: query must be")
+    assert plugin.search("python 3.13")["success"] is True
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]

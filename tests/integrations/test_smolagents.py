@@ -362,3 +362,16 @@ def test_a_conversation_budget_counts_one_task_and_a_new_task_starts_afresh(
             "go 1.24",
             "bun 1.2",
         ]
+
+
+@pytest.mark.parametrize("tool_class", [WebSearchTool, TavilySearchTool])
+def test_a_missing_query_is_the_models_to_fix_and_costs_no_search(
+    fake_tavily: FakeTavily, router: Router, tool_class: type[WebSearchTool]
+) -> None:
+    # A CodeAgent calls the tool as Python: `web_search(query=None)` reaches it as is.
+    tool = tool_class(router)
+    told = tool(query=None)
+    assert told.startswith("the request was not sent: query must be a non-empty string")
+    assert "Traceback" not in told and "Guard" not in told
+    assert results_in(tool(query="python 3.13")) == 5
+    assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
