@@ -56,7 +56,7 @@ from searchfuse.guard.cache import (
 from searchfuse.guard.calls import Call
 from searchfuse.guard.checklist import Lookup, aconsult, consult
 from searchfuse.guard.delegation import RouterLike, router_arguments
-from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse, cooldown_after, is_rate_limit
+from searchfuse.guard.fuse import DEFAULT_COOLDOWN, Fuse, cooldown_after, rate_limit_in
 from searchfuse.guard.near import near_key, near_key_of
 from searchfuse.guard.turns import Reservation, TurnBudget, current_turn_id, turn
 
@@ -744,9 +744,11 @@ class Guard:
     def _raise_for(self, exc: Exception) -> NoReturn:
         """Raise the backend's error `exc`; a 429 trips the fuse first, and what the
         fuse says is raised, from `exc`."""
-        if not is_rate_limit(exc):
+        found = rate_limit_in(exc)
+        if found is None:
             raise exc
-        stop = self._tripped(exc)
+        # A RateLimited the tool wrapped is raised afresh, from the wrapper.
+        stop = self._tripped(found, reuse=found is exc)
         if stop is exc:
             raise exc
         raise stop from exc
@@ -761,9 +763,9 @@ class Guard:
         if reservation is not None and (reservation[1] or failed or not answered):  # [1]: implicit
             self.budget.release(reservation, now=self.now(), used=answered, failed=failed)
 
-    def _tripped(self, exc: BaseException) -> RateLimited:
+    def _tripped(self, exc: BaseException, *, reuse: bool = True) -> RateLimited:
         """Trip the fuse for the 429 `exc`; the [`RateLimited`][searchfuse.errors.RateLimited] to
-        raise."""
+        raise (`exc` itself when it says the same and `reuse`)."""
         now = self.now()
         seconds = cooldown_after(exc, now=now, default=self.cooldown)
         left = self.fuse.trip(seconds, now=now)
@@ -771,7 +773,7 @@ class Guard:
             "%s: the search backend answered 429; refusing searches for %.1f s", self.name, left
         )
         if isinstance(exc, RateLimited):
-            if exc.retry_after == left:
+            if reuse and exc.retry_after == left:
                 return exc
             return RateLimited(left, key=exc.key)
         _telemetry.rate_limited()  # the guarded function's own backend answered 429

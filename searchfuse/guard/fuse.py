@@ -16,7 +16,7 @@ import threading
 from searchfuse import _answers
 from searchfuse.errors import CooldownActive
 
-__all__ = ["DEFAULT_COOLDOWN", "Fuse", "cooldown_after", "is_rate_limit"]
+__all__ = ["DEFAULT_COOLDOWN", "Fuse", "cooldown_after", "is_rate_limit", "rate_limit_in"]
 
 #: Seconds the fuse stays tripped after a 429 that carries no usable Retry-After.
 DEFAULT_COOLDOWN = 60.0
@@ -27,9 +27,36 @@ def is_rate_limit(exc: BaseException) -> bool:
 
     Recognises searchfuse's [`RateLimited`][searchfuse.errors.RateLimited] (from the router),
     `httpx.HTTPStatusError`, tavily-python's `UsageLimitExceededError` and
-    any exception with a `status_code` or `response.status_code` of 429.
+    any exception with a `status_code` or `response.status_code` of 429,
+    also inside an exception group or as the explicit cause (`raise ... from`)
+    of the tool's own error: see [`rate_limit_in`][searchfuse.guard.fuse.rate_limit_in].
     """
-    return _answers.status_of(exc) == 429
+    return rate_limit_in(exc) is not None
+
+
+def rate_limit_in(exc: BaseException) -> BaseException | None:
+    """The 429 that `exc` stands for, or `None`: `exc` itself, one of an exception
+    group's errors (an async tool's `TaskGroup`), or the explicit cause of a tool's
+    own error (`raise SearchError(...) from http_error`), at any depth.
+
+    A 429 wrapped by the tool is still the backend saying "stop": missing it would
+    let the burst go on.
+    """
+    pending = [exc]
+    seen: set[int] = set()
+    while pending:
+        error = pending.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if _answers.status_of(error) == 429:
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(reversed(error.exceptions))
+        cause = error.__cause__
+        if cause is not None:
+            pending.append(cause)
+    return None
 
 
 def cooldown_after(exc: BaseException, *, now: float, default: float) -> float:

@@ -353,3 +353,87 @@ def test_a_bad_request_reads_as_one_sentence_whatever_its_detail_ends_with(detai
     message = str(BadRequest(detail))
     assert ".." not in message
     assert message.endswith("Fix the search parameters; retrying the same request will fail again.")
+
+
+# -- a 429 wrapped by the tool: in an exception group, or as the cause of its own error -------
+
+
+class ToolFailed(Exception):
+    """A tool's own error, raised `from` the HTTP error beneath it."""
+
+
+def _grouped(error: BaseException) -> BaseException:
+    return ExceptionGroup("searches failed", [ValueError("page 2 empty"), error])
+
+
+def _caused(error: BaseException) -> BaseException:
+    try:
+        raise error
+    except Exception as exc:
+        try:
+            raise ToolFailed("search failed") from exc
+        except ToolFailed as wrapped:
+            return wrapped
+
+
+@pytest.mark.parametrize("wrap", [_grouped, _caused], ids=["exception-group", "cause"])
+def test_a_wrapped_429_trips_the_fuse_for_its_retry_after(fake_clock: FakeClock, wrap: Any) -> None:
+    from tests.guard.helpers import http_error
+
+    sent: list[str] = []
+
+    @guard(clock=fake_clock, per_turn=None)
+    def web_search(query: str) -> dict:
+        sent.append(query)
+        raise wrap(http_error(429, "30"))
+
+    with pytest.raises(RateLimited) as stopped:
+        web_search("a")
+    assert stopped.value.retry_after == 30.0
+    assert isinstance(stopped.value.__cause__, ExceptionGroup | ToolFailed)
+    with pytest.raises(CooldownActive):
+        web_search("b")  # the fuse is tripped: nothing sent
+    assert sent == ["a"]
+
+
+async def test_an_async_tools_task_group_429_trips_the_fuse(fake_clock: FakeClock) -> None:
+    from tests.guard.helpers import http_error
+
+    sent: list[str] = []
+
+    async def page(query: str, number: int) -> None:
+        sent.append(f"{query} #{number}")
+        if number == 2:
+            raise http_error(429, "12")
+
+    @guard(clock=fake_clock, per_turn=None)
+    async def web_search(query: str) -> list[str]:
+        async with asyncio.TaskGroup() as group:
+            for number in (1, 2):
+                group.create_task(page(query, number))
+        return sent
+
+    with pytest.raises(RateLimited) as stopped:
+        await web_search("a")
+    assert stopped.value.retry_after == 12.0
+    with pytest.raises(CooldownActive):
+        await web_search("b")
+    assert sent == ["a #1", "a #2"]
+
+
+@pytest.mark.parametrize("wrap", [_grouped, _caused], ids=["exception-group", "cause"])
+def test_a_wrapped_error_that_is_no_429_reaches_the_caller_unchanged(
+    fake_clock: FakeClock, wrap: Any
+) -> None:
+    from tests.guard.helpers import http_error
+
+    raised = wrap(http_error(500))
+
+    @guard(clock=fake_clock, per_turn=None)
+    def web_search(query: str) -> dict:
+        raise raised
+
+    with pytest.raises(BaseException) as caught:
+        web_search("a")
+    assert caught.value is raised
+    assert web_search.guard_state().cooldown_left == 0  # the fuse was not tripped
