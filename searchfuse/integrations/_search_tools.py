@@ -15,21 +15,28 @@ framework ends its run on a raised exception, so neither ever raises.
 from __future__ import annotations
 
 import json
+import logging
+import traceback
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from searchfuse._secrets import redact
 from searchfuse.errors import SearchFailed, SearchRefused
 from searchfuse.guard import Call, Guard
+
+logger = logging.getLogger("searchfuse.integrations")
 
 __all__ = [
     "TAVILY_SEARCH_DESCRIPTION",
     "TAVILY_SEARCH_NAME",
+    "UNFORESEEN",
     "WEB_SEARCH_DESCRIPTION",
     "WEB_SEARCH_NAME",
     "WebTopic",
     "areply",
     "call_of",
     "reply",
+    "unforeseen",
 ]
 
 # The MCP server's contract, as `_tavily_tool` states it. Restated here because that
@@ -48,6 +55,29 @@ WEB_SEARCH_DESCRIPTION = (
     "Make one search per reply: combine what you need into one query. If the search "
     "is refused, the result says why and what to do instead; do not retry it."
 )
+
+#: What the model is told when a search failed in a way no refusal or failure
+#: foresaw (a bug, a broken proxy...): the error's name, never its text, which may
+#: hold anything; the operator finds it whole, keys masked, in the log.
+UNFORESEEN = (
+    "Search failed: the search tool hit an unexpected error ({error}). Do not retry it; "
+    "answer from what you already know, or tell the user that web search is not working."
+)
+
+
+def unforeseen(exc: Exception, *, tool: str, router: object = None) -> str:
+    """Log `exc` (from `tool`, served by `router`) for the operator, keys masked, and
+    return the text for the model.
+
+    Call it from the `except` clause that caught `exc`: an agent framework ends
+    its run on an exception (or hands its raw text to the model), so the tools
+    searchfuse serves never raise one.
+    """
+    keys = [str(getattr(entry, "key", "")) for entry in getattr(router, "keys", ())]
+    told = redact("".join(traceback.format_exception(exc)), keys)
+    logger.error("%s: the search failed unexpectedly:\n%s", tool, told)
+    return UNFORESEEN.format(error=type(exc).__name__)
+
 
 #: The topics every provider can express (a news search, or any page).
 WebTopic = Literal["general", "news"]
@@ -74,6 +104,8 @@ def reply(rules: Guard, call: Call) -> str:
         return refusal.message
     except SearchFailed as failure:
         return str(failure)
+    except Exception as exc:
+        return unforeseen(exc, tool=rules.name, router=rules.router)
 
 
 async def areply(rules: Guard, call: Call) -> str:
@@ -84,3 +116,5 @@ async def areply(rules: Guard, call: Call) -> str:
         return refusal.message
     except SearchFailed as failure:
         return str(failure)
+    except Exception as exc:
+        return unforeseen(exc, tool=rules.name, router=rules.router)

@@ -18,7 +18,11 @@ from pydantic import Field, TypeAdapter, ValidationError, WithJsonSchema
 
 from searchfuse.errors import BadRequest, SearchFailed, SearchRefused
 from searchfuse.guard import Call, Guard
-from searchfuse.integrations._search_tools import WEB_SEARCH_DESCRIPTION, WEB_SEARCH_NAME
+from searchfuse.integrations._search_tools import (
+    WEB_SEARCH_DESCRIPTION,
+    WEB_SEARCH_NAME,
+    unforeseen,
+)
 
 __all__ = [
     "TOOL_DESCRIPTION",
@@ -139,5 +143,7 @@ async def answer(
         return refusal.message, True
     except SearchFailed as failure:
         return str(failure), True
+    except Exception as exc:
+        return unforeseen(exc, tool=rules.name, router=rules.router), True
     shown = {k: v for k, v in result.items() if k not in _NOT_FOR_THE_MODEL}
     return json.dumps(shown), False

@@ -60,6 +60,7 @@ from searchfuse.errors import ConfigError, SearchFailed, SearchRefused
 from searchfuse.guard import Call, Fuse, Guard, RouterLike, TurnBudget, search_key, turn
 from searchfuse.guard.cache import CacheKey
 from searchfuse.guard.fuse import DEFAULT_COOLDOWN
+from searchfuse.integrations._search_tools import unforeseen
 
 if TYPE_CHECKING:
     from searchfuse.router import Router
@@ -457,8 +458,7 @@ class SearchFusePlugin:
         except (SearchFailed, ConfigError) as exc:
             return _failure(str(exc))
         except Exception as exc:  # Hermes expects a result, not an exception
-            logger.exception("searchfuse: the search failed unexpectedly")
-            return _failure(f"Search failed ({type(exc).__name__}); see the Hermes log.")
+            return _failure(unforeseen(exc, tool="web_search", router=self._router))
 
     # -- the hook ------------------------------------------------------------------------
 

@@ -437,3 +437,21 @@ def test_a_missing_query_is_the_models_to_fix_and_sends_nothing(
     assert failed["error"].startswith("the request was not sent: query must be")
     assert plugin.search("python 3.13")["success"] is True
     assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+def test_an_unforeseen_error_is_told_in_the_same_words_and_logged_keys_masked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import httpx
+
+    from searchfuse.integrations._search_tools import UNFORESEEN
+    from searchfuse.integrations.hermes import SearchFusePlugin
+
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"proxy plugin failed for {KEY}")
+
+    with Router([KEY, OTHER], transport=httpx.MockTransport(explode)) as router:
+        failed = SearchFusePlugin(router=router).search("python 3.13")
+    assert failed["success"] is False
+    assert failed["error"] == UNFORESEEN.format(error="RuntimeError")
+    assert "proxy plugin failed" in caplog.text and KEY not in caplog.text

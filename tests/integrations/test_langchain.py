@@ -695,3 +695,18 @@ def test_routed_web_search_is_served_over_the_chain_under_the_middleware(
     assert tool.name == "web_search"
     assert set(tool.args) == {"query", "topic", "time_range", "include_domains", "exclude_domains"}
     assert tool.args["topic"]["anyOf"][0]["enum"] == ["general", "news"]
+
+
+def test_routed_tavily_search_tells_an_unforeseen_error_as_an_error_message() -> None:
+    import httpx
+
+    from searchfuse.integrations._search_tools import UNFORESEEN
+
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"proxy plugin failed for {TEST_KEYS[0]}")
+
+    with Router(list(TEST_KEYS), transport=httpx.MockTransport(explode)) as router:
+        told = RoutedTavilySearch(router=router).invoke(
+            {"name": "tavily_search", "args": {"query": "b"}, "id": "t-1", "type": "tool_call"}
+        )
+    assert (told.status, told.content) == ("error", UNFORESEEN.format(error="RuntimeError"))

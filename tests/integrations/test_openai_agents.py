@@ -271,3 +271,23 @@ async def test_web_search_is_served_over_the_chain_one_search_per_response(
         "exclude_domains",
     }
     assert "search_depth" in tavily_search_tool(router).params_json_schema["properties"]
+
+
+async def test_an_unforeseen_error_is_told_to_the_model_without_its_text_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import httpx
+
+    from searchfuse.integrations._search_tools import UNFORESEEN
+
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"proxy plugin failed for {TEST_KEYS[0]}")
+
+    transport = httpx.MockTransport(explode)
+    with Router(list(TEST_KEYS), transport=transport, async_transport=transport) as router:
+        for make, name in ((tavily_search_tool, "tavily_search"), (web_search_tool, "web_search")):
+            model = ScriptedModel([["python 3.13"], "Done."], tool=name)
+            final, (outputs,) = await run(make(router), model)
+            assert final == "Done."
+            assert outputs == [UNFORESEEN.format(error="RuntimeError")]
+    assert "RuntimeError" in caplog.text

@@ -280,3 +280,30 @@ async def test_a_conversation_budget_counts_one_run_and_a_new_run_starts_afresh(
                 await agent_with(tool, Script([[query], "Done."])).run("Go?")
         assert [r.query for r in fake_tavily.searches][-2:] == ["go 1.24", "bun 1.2"]
         assert len(fake_tavily.searches) == 6
+
+
+def exploding_router() -> Router:
+    """A router whose HTTP layer fails in a way nothing foresaw, naming a key in its text."""
+    import httpx
+
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"proxy plugin failed for {TEST_KEYS[0]}")
+
+    transport = httpx.MockTransport(explode)
+    return Router(list(TEST_KEYS), transport=transport, async_transport=transport)
+
+
+async def test_an_unforeseen_error_is_told_to_the_model_without_its_text_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from searchfuse.integrations._search_tools import UNFORESEEN
+
+    with exploding_router() as router:
+        script = Script([["python 3.13"], "Done."])
+        result = await agent_with(web_search_tool(router), script).run("What is new?")
+
+    assert result.output == "Done."
+    told = script.returns(1)
+    assert told == [UNFORESEEN.format(error="RuntimeError")]
+    assert TEST_KEYS[0] not in told[0] and "Traceback" not in told[0]
+    assert "RuntimeError" in caplog.text  # the operator sees what happened

@@ -375,3 +375,21 @@ def test_a_missing_query_is_the_models_to_fix_and_costs_no_search(
     assert "Traceback" not in told and "Guard" not in told
     assert results_in(tool(query="python 3.13")) == 5
     assert [r.query for r in fake_tavily.searches] == ["python 3.13"]
+
+
+@pytest.mark.parametrize("tool_class", [WebSearchTool, TavilySearchTool])
+def test_an_unforeseen_error_is_told_to_the_model_without_its_text(
+    tool_class: type[WebSearchTool], caplog: pytest.LogCaptureFixture
+) -> None:
+    import httpx
+
+    from searchfuse.integrations._search_tools import UNFORESEEN
+
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError(f"proxy plugin failed for {TEST_KEYS[0]}")
+
+    transport = httpx.MockTransport(explode)
+    with Router(list(TEST_KEYS), transport=transport) as router:
+        told = tool_class(router)(query="python 3.13")
+    assert told == UNFORESEEN.format(error="RuntimeError")
+    assert "RuntimeError" in caplog.text

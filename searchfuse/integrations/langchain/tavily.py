@@ -12,7 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from searchfuse._spend import conversation_scope
 from searchfuse.errors import SearchFailed, SearchRefused
 from searchfuse.guard.delegation import TAVILY_PARAMS
-from searchfuse.integrations._search_tools import WEB_SEARCH_DESCRIPTION, WEB_SEARCH_NAME
+from searchfuse.integrations._search_tools import (
+    WEB_SEARCH_DESCRIPTION,
+    WEB_SEARCH_NAME,
+    unforeseen,
+)
 from searchfuse.integrations.langchain._conversation import config_conversation
 from searchfuse.integrations.langchain._reports import REFUSALS
 
@@ -154,6 +158,8 @@ class _RoutedSearch(BaseTool):
                 result = self.router.search(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
+        except Exception as exc:  # never into the ToolNode: it would end the run
+            raise ToolException(unforeseen(exc, tool=self.name, router=self.router)) from exc
         return self._check(query, result)
 
     async def _arun(self, query: str, **model_args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -162,6 +168,8 @@ class _RoutedSearch(BaseTool):
                 result = await self.router.asearch(query, **self._params(model_args))
         except (SearchRefused, SearchFailed) as exc:
             raise self._refuse(exc) from exc
+        except Exception as exc:  # never into the ToolNode: it would end the run
+            raise ToolException(unforeseen(exc, tool=self.name, router=self.router)) from exc
         return self._check(query, result)
 
 
