@@ -15,9 +15,10 @@ in any language's quotation marks: `"..."`, `«...»`, `„...“`, `「...」`)
 (`>` / `<`, `$` / `€`, `*` / `/` between numbers, one emoji or another: punctuation
 is forgiven, a symbol is not), exponents (`10²` is `10^2`, never `102`), and which
 side of a relation a word is on: a word after `from`, `to`, `in`, `for`, `than`,
-`with`, `>`... stays bound to it, so "flights from paris to london" and "flights from
-london to paris" stay two queries. A query with nothing left to
-forgive (only stop words, marks or spaces) meets only itself.
+`with`, `>`... (or `ohne`, `sans`, `sin`, `без`... in other languages) stays bound to
+it, so "flights from paris to london" and "flights from london to paris" stay two
+queries. A query with nothing left to forgive (only stop words, marks or spaces)
+meets only itself.
 
 Like `search_key`, it is a plain function, replaceable by your own
 (`guard(cache_key=...)`); [`near_query`][searchfuse.guard.near_query] is the query
@@ -54,6 +55,17 @@ _SOMETIMES_STOP = frozenset(("a", "i"))
 BINDING_WORDS = _set(
     "not no without never non except excluding minus nor from to into onto in on at "
     "for with by than before after since until between against per over under"
+    # The same in the languages agents are most often asked in (German, French, Spanish,
+    # Italian, Portuguese, Dutch, Russian, Polish): "ohne Zucker mit Milch" is not "mit
+    # Zucker ohne Milch". Only words that are no English word of another meaning.
+    " nicht kein keine keinen keinem keiner keines ohne mit von nach aus bis gegen seit"
+    " ne pas sans avec vers pour avant après depuis contre jamais aucun aucune à"
+    " sin con desde hasta hacia contra nunca ningún ninguna sino"
+    " senza verso contro mai nessun nessuna"
+    " não sem com até"
+    " niet geen zonder met naar sinds tegen nooit"
+    " не нет без ни с со из в во к ко от до для против после перед"
+    " nie bez przez"
 )
 _CONTRACTIONS = {
     "can't": "can not",

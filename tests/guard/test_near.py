@@ -206,3 +206,34 @@ def test_a_superscripted_look_alike_searches(fake_tavily: FakeTavily, tavily_ser
         web_search("10² metres in feet")
         web_search("102 metres in feet")
     assert searched(fake_tavily) == ["10² metres in feet", "102 metres in feet"]
+
+
+# Negations and relations are bound to their word in the languages agents are asked in,
+# not in English alone: the same words on the other side are the opposite question.
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Kuchen ohne Zucker mit Milch", "Kuchen mit Zucker ohne Milch"),
+        ("Flüge von Berlin nach Paris", "Flüge von Paris nach Berlin"),
+        ("ist nicht sicher gegen Viren", "ist sicher nicht gegen Viren"),
+        ("Rezept kein Ei", "Rezept Ei"),
+        ("gâteau sans sucre avec lait", "gâteau avec sucre sans lait"),
+        ("vols de paris à londres", "vols de londres à paris"),
+        ("ce n'est pas sûr", "ce est sûr"),
+        ("pastel sin azúcar con leche", "pastel con azúcar sin leche"),
+        ("vuelos desde madrid hasta paris", "vuelos desde paris hasta madrid"),
+        ("torta senza glutine con latte", "torta con glutine senza latte"),
+        ("bolo sem açúcar com leite", "bolo com açúcar sem leite"),
+        ("taart zonder suiker met melk", "taart met suiker zonder melk"),
+        ("торт без сахара с молоком", "торт с сахаром без молока"),
+        ("рейсы из москвы в киев", "рейсы из киева в москву"),
+        ("ciasto bez cukru", "ciasto cukru"),
+    ],
+)
+def test_negations_and_relations_in_other_languages_stay_apart(first: str, second: str) -> None:
+    assert near_query(first) != near_query(second)
+
+
+def test_other_languages_still_forgive_case_and_word_order() -> None:
+    assert near_query("Kuchen ohne Zucker") == near_query("kuchen OHNE zucker")
+    assert near_query("vols pas chers paris") == near_query("paris vols pas chers")
