@@ -627,6 +627,10 @@ class Guard:
 
     def _refused(self, refusal: SearchRefused) -> None:
         """Count and log a refusal on its way out of a flow."""
+        if _CHAIN.get():
+            # Refused inside another guarded search (a tool calling itself with another
+            # query, or another guarded tool): that search's body ran, and may have sent.
+            refusal.__dict__[_NESTED] = True
         next(self._stats.refusals)
         _telemetry.refused(refusal)
         logger.info("%s: search refused (%s)", self.name, refusal.reason)
@@ -925,10 +929,19 @@ def nothing_sent(exc: BaseException) -> bool:
     ([`BadRequest`][searchfuse.errors.BadRequest] with `sent=False`), the router's state
     store unavailable, pacing and cooldown refusals, an inner turn limit;
     and any error with `sent = False`. Such a search spends no turn budget.
+    A refusal another guarded call raised inside this search's backend (a tool
+    retrying itself with another query) is not one: the backend ran and may
+    have sent before it.
     """
+    if getattr(exc, "__dict__", {}).get(_NESTED):
+        return False  # a nested call's refusal says nothing of what the caller sent
     if isinstance(exc, CooldownActive | Throttled | TurnLimitReached | StoreUnavailable):
         return True
     return _answers.attribute(exc, "sent") is False
+
+
+#: Set on a refusal raised inside another guarded search (see `Guard._refused`).
+_NESTED = "_searchfuse_nested"
 
 
 def _refuse_awaitable(result: Any, name: str) -> None:

@@ -172,6 +172,50 @@ async def test_an_async_tool_retrying_itself_does_not_deadlock(
     assert attempts == ["python", "python"]
 
 
+def test_a_tool_retrying_itself_with_another_query_keeps_its_first_search_spent(
+    backend: Backend, clock: Any
+) -> None:
+    # The retry is a second search: refused. The first request was sent all the same,
+    # so the turn stays spent and no later call of the reply reaches the backend.
+    @guard(clock=clock)
+    def web_search(query: str) -> dict[str, Any]:
+        found = backend.search(query)
+        if query == "rare python 3.13 pep":
+            return web_search("python 3.13")  # nothing found: a broader query
+        return found
+
+    with turn():
+        with pytest.raises(TurnLimitReached):
+            web_search("rare python 3.13 pep")
+        with pytest.raises(TurnLimitReached) as refused:
+            web_search("rust 2024")
+        assert web_search.guard_state().turn_searches == 1
+    assert backend.queries == ["rare python 3.13 pep"]
+    assert refused.value.failed  # the model is not pointed at a result that never came
+
+
+async def test_a_tool_calling_another_guarded_tool_keeps_its_search_spent(
+    backend: Backend, clock: Any
+) -> None:
+    budget = searchfuse.TurnBudget()
+
+    @guard(clock=clock, budget=budget)
+    async def news_search(query: str) -> dict[str, Any]:
+        return await backend.asearch(query)
+
+    @guard(clock=clock, budget=budget)
+    async def web_search(query: str) -> dict[str, Any]:
+        await backend.asearch(query)
+        return await news_search(query + " news")
+
+    async with turn():
+        with pytest.raises(TurnLimitReached):
+            await web_search("python 3.13")
+        with pytest.raises(TurnLimitReached):
+            await news_search("rust 2024")
+    assert backend.queries == ["python 3.13"]
+
+
 # -- generators ------------------------------------------------------------------------------
 
 
