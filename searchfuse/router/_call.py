@@ -156,7 +156,7 @@ def _sync(
     state = ledger.view(now)  # the figures may be newer than the pick's view
     if not ledger.sync_due(entry, state, now):
         return True
-    if ledger.claim_probe(entry, rate.requests, rate.window) is not None:
+    if ledger.claim_probe(entry, rate.requests, rate.window, stale_only=True) is not None:
         return True  # another search of the burst syncs it, or the probe's limit is used
     call.synced = True
     status, outcome = record_probe(core, entry, (yield Probe(entry)))

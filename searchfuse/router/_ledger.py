@@ -304,7 +304,9 @@ class Ledger:
             return False
         return ks.usage_blocked_until is None or ks.usage_blocked_until <= now
 
-    def claim_probe(self, entry: KeyEntry, limit: int, window: float) -> tuple[str, float] | None:
+    def claim_probe(
+        self, entry: KeyEntry, limit: int, window: float, *, stale_only: bool = False
+    ) -> tuple[str, float] | None:
         """Count a probe against its limit (`limit` per `window` seconds) before making
         it. `None` when claimed; else why not and for how long: `("paused", s)` (a probe
         still out, or the probe's own 429) or `("limit", s)` (the window is full).
@@ -312,11 +314,20 @@ class Ledger:
         The probe is claimed for `USAGE_CLAIM` seconds, or until an answer about the
         key (figures, 401/403, out of credits) is recorded: the other searches of a
         burst (threads, tasks, processes) do not start a sync of the same key meanwhile.
+        With `stale_only` (a search's sync), `("fresh", 0.0)` when the figures were
+        synced within `sync_interval`: read in the same transaction as the claim, so a
+        search that looked before another one's sync was recorded does not sync again.
         """
         now = self.now()
+        interval = self.options.sync_interval
 
         def change(state: State) -> tuple[str, float] | None:
             ks = state.key(entry.fingerprint)
+            synced = ks.last_sync_at
+            # `now` was read before the transaction waited its turn: a sync recorded
+            # meanwhile reads as a moment ahead, and is fresh all the same.
+            if stale_only and synced is not None and abs(now - synced) < interval:
+                return "fresh", 0.0
             if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:
                 return "paused", ks.usage_blocked_until - now
             wait = state.take(f"usage:{entry.fingerprint}", limit, window, now)
