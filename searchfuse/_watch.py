@@ -401,8 +401,36 @@ def run(args: argparse.Namespace, make_router: Callable[..., Router]) -> int:
         try:
             viewer = viewer_for(args, make_router)
             try:
-                return watch(viewer, interval=args.interval)
+                return watch(viewer, interval=args.interval, console=_console())
             finally:
                 viewer.close()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the view was drawn
             return 0
+
+
+class _PlainText:
+    """A text stream that spells searchfuse's own characters (`…`, `·`, bars) in ASCII,
+    one for one so that columns stay aligned, for a terminal whose encoding lacks them
+    (`tvly-dev-~0001`); everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from searchfuse.cli import _PLAIN
+
+        return int(self._stream.write(text.translate(_PLAIN)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _console() -> Console:
+    """The console the view is drawn on: standard output, in ASCII where it must be."""
+    import sys
+
+    from rich.console import Console
+
+    from searchfuse.cli import _can_show
+
+    return Console() if _can_show(sys.stdout) else Console(file=_PlainText(sys.stdout))  # type: ignore[arg-type]

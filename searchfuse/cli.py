@@ -15,6 +15,7 @@ Keys are never printed: only masked forms and fingerprints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -111,12 +112,43 @@ def escape_controls(text: str, keep: str = "") -> str:
     )
 
 
+#: The characters searchfuse's own output uses, and their ASCII stand-ins (one for one,
+#: so that columns stay aligned) for a terminal whose encoding lacks them (a latin-1 or
+#: `LANG=C` locale): a masked key reads `tvly-dev-~0001` there.
+_GLYPHS = "…·█░─—"
+_PLAIN = str.maketrans(_GLYPHS, "~-#.--")
+
+
+def _can_show(stream: Any) -> bool:
+    """Whether `stream` can encode the characters searchfuse's output uses."""
+    try:
+        _GLYPHS.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _tolerant(stream: Any) -> None:
+    """Make `stream` write `?` for a character its encoding lacks (an account
+    name in another script on a latin-1 terminal) instead of failing."""
+    if not _can_show(stream):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="replace")
+
+
+def _write(stream: Any, text: str) -> None:
+    text = _shown(text)
+    if not _can_show(stream):
+        text = text.translate(_PLAIN)
+    stream.write(text + "\n")
+
+
 def _out(text: str = "") -> None:
-    sys.stdout.write(_shown(text) + "\n")
+    _write(sys.stdout, text)
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(_shown(text) + "\n")
+    _write(sys.stderr, text)
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -1014,6 +1046,8 @@ def _fail(json_output: bool, kind: str, message: str, extra: dict[str, Any] | No
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):
+        _tolerant(stream)
     wants_json = "--json" in argv
     parser = build_parser()
     try:

@@ -4,10 +4,13 @@ terminal as they are; JSON output stays valid JSON."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -467,3 +470,59 @@ def test_init_writes_a_publishable_copy_of_the_keys_file_without_its_secrets(
     (isolated / "config" / "keys.publish.json").write_text("{}")
     run(capsys, "init")
     assert (isolated / "config" / "keys.publish.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+@pytest.mark.parametrize(
+    "argv",
+    [["status"], ["status", "--budgets"], ["diagnose"], ["status", "--json"], ["search"]],
+)
+def test_a_terminal_that_cannot_show_unicode_gets_plain_text_not_a_traceback(
+    encoding: str, argv: list[str], tmp_path: Path
+) -> None:
+    """A non-UTF-8 locale (LANG=C on an old system, a latin-1 terminal): the output
+    spells masked keys with `~` and every command still succeeds or fails as it would."""
+    env = {
+        **os.environ,
+        "PYTHONIOENCODING": encoding,
+        "TAVILY_API_KEYS": "tvly-dev-test0001,tvly-dev-test0002",
+        "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "searchfuse", *argv],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    out, err = done.stdout.decode(encoding), done.stderr.decode(encoding)
+    assert "Traceback" not in err and "UnicodeEncodeError" not in err, err
+    assert done.returncode == (2 if argv == ["search"] else 0), err
+    if argv == ["status"]:
+        lines = out.splitlines()
+        assert lines[1].startswith("tvly-dev-~0001 ")
+        assert lines[0].index("ACCOUNT") == lines[1].index("-  ")  # still aligned
+    if argv == ["status", "--json"]:
+        assert json.loads(out)[0]["key"] == "tvly-dev-\u20260001"
+    assert "tvly-dev-test0001" not in out + err
+
+
+def test_the_watch_view_on_a_terminal_that_cannot_show_unicode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TAVILY_API_KEYS", "tvly-dev-test0001")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors="strict", write_through=True)
+    monkeypatch.setattr(sys, "stdout", stream)
+
+    from searchfuse import _watch
+
+    one_read = functools.partial(_watch.watch, rounds=1, sleep=lambda seconds: None)
+    monkeypatch.setattr(_watch, "watch", one_read)
+    assert main(["status", "--watch", "--interval", "1"]) == 0
+    shown = raw.getvalue().decode("ascii")
+    assert "tvly-dev-~0001" in shown and "searchfuse - " in shown
