@@ -26,10 +26,10 @@ from searchfuse.providers._base import Classified
 from searchfuse.router import _deadline, policy
 from searchfuse.router._core import Core, classify, record_probe
 from searchfuse.router._deadline import DeadlineExceeded
-from searchfuse.router._ledger import Charged
 from searchfuse.router._observe import observe
 from searchfuse.router._options import FIRST_RETRY_WAIT, RETRIES_ON_429
 from searchfuse.router._refusals import broken, misconfigured, no_key, stopped
+from searchfuse.router._spend import Charged
 from searchfuse.router._steps import CallFn, Fallback, Probe, Returned, Send, Sleep
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome

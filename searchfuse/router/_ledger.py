@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Hashable, MutableMapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from searchfuse import _telemetry
@@ -27,7 +26,7 @@ from searchfuse.router import _parking, policy
 from searchfuse.router._options import MAX_PENDING, STICKY_WINDOW, USAGE_CLAIM, RouterOptions
 from searchfuse.router._parking import park as park_key
 from searchfuse.router._rates import Lateness, pace_window
-from searchfuse.router._spend import Line, Spent, give_back, settlement
+from searchfuse.router._spend import Charged, Line, settlement
 from searchfuse.router._view import Chooser, Pick
 from searchfuse.router.config import KeyEntry
 from searchfuse.router.policy import Outcome
@@ -38,20 +37,6 @@ from searchfuse.router.state._grant import search_log
 __all__ = ["Charged", "Ledger"]
 
 log = logging.getLogger("searchfuse.router")
-
-
-@dataclass(frozen=True)
-class Charged:
-    """A search counted at its grant: `credits`, `clean` (a success changes nothing), `spent`."""
-
-    credits: float
-    clean: bool
-    spent: Spent | None = None
-
-    def take_back(self, state: State, entry: KeyEntry) -> None:
-        """Refund what this counted, budgets included (inside a transaction)."""
-        state.refund(entry.fingerprint, entry.account_id, self.credits)
-        give_back(state, self.spent)
 
 
 class Ledger:
@@ -314,18 +299,14 @@ class Ledger:
         The probe is claimed for `USAGE_CLAIM` seconds, or until an answer about the
         key (figures, 401/403, out of credits) is recorded: the other searches of a
         burst (threads, tasks, processes) do not start a sync of the same key meanwhile.
-        With `stale_only` (a search's sync), `("fresh", 0.0)` when the figures were
-        synced within `sync_interval`: read in the same transaction as the claim, so a
-        search that looked before another one's sync was recorded does not sync again.
+        `stale_only` (a search's sync): `("fresh", 0.0)` if the figures, read in this
+        transaction, were synced within `sync_interval` (or a moment after `now`).
         """
-        now = self.now()
-        interval = self.options.sync_interval
+        now, interval = self.now(), self.options.sync_interval
 
         def change(state: State) -> tuple[str, float] | None:
             ks = state.key(entry.fingerprint)
             synced = ks.last_sync_at
-            # `now` was read before the transaction waited its turn: a sync recorded
-            # meanwhile reads as a moment ahead, and is fresh all the same.
             if stale_only and synced is not None and abs(now - synced) < interval:
                 return "fresh", 0.0
             if ks.usage_blocked_until is not None and ks.usage_blocked_until > now:

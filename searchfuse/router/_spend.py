@@ -33,6 +33,7 @@ __all__ = [
     "NOTHING",
     "BudgetReports",
     "BudgetStatus",
+    "Charged",
     "Line",
     "Spend",
     "Spent",
@@ -134,6 +135,20 @@ def deltas(spent: Spent, credits: float | None, data: Any = None) -> list[float]
         "usd": dollars if dollars is not None else units * spent.usd_per_unit,
     }
     return [actual[u] - line.amount for line, u in zip(spent.lines, spent.units, strict=True)]
+
+
+@dataclass(frozen=True)
+class Charged:
+    """A search counted at its grant: `credits`, `clean` (a success changes nothing), `spent`."""
+
+    credits: float
+    clean: bool
+    spent: Spent | None = None
+
+    def take_back(self, state: State, entry: KeyEntry) -> None:
+        """Refund what this counted, budgets included (inside a transaction)."""
+        state.refund(entry.fingerprint, entry.account_id, self.credits)
+        give_back(state, self.spent)
 
 
 def give_back(state: State, spent: Spent | None) -> None:
