@@ -12,9 +12,11 @@ import logging
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -165,7 +167,9 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
-            os.replace(tmp, path)
+                os.replace(tmp, path)
+            else:
+                _swap_in(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -179,6 +183,60 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+#: Linux's `renameat2`, looked up on the first write that can use it (`False`:
+#: this system has none).
+_renameat2: Any = None
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _swap_in(tmp: str, path: Path) -> None:
+    """Put the file at `tmp` in place of `path`, atomically, as `os.replace` does.
+
+    On Linux the two names are swapped (`renameat2(RENAME_EXCHANGE)`) and the
+    old file, now at `tmp`, is removed. Both are atomic for a reader, but a
+    rename over an existing file makes ext4 (and others, `auto_da_alloc`)
+    write the new file's data out first: on the state file, written on every
+    search, that was most of a write's cost (about 170 us of 200). The state
+    file is a cache and never fsynced: after a power cut it may come back
+    empty, and is then read as empty state. Anywhere the swap is refused
+    (another system, a file system without it, no file at `path` yet) this is
+    `os.replace`.
+    """
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = _find_renameat2()
+    if _renameat2 is False or not os.path.isfile(path):
+        os.replace(tmp, path)
+        return
+    if _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE):
+        os.replace(tmp, path)  # refused here (EINVAL on this file system, ENOENT...)
+        return
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass  # a cleaner took it for an abandoned temp file: it was going
+    except OSError:
+        # Not a file after all (a directory swapped in meanwhile): swap back.
+        _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE)
+        raise
+
+
+def _find_renameat2() -> Any:
+    """libc's `renameat2`, or False where there is none (not Linux, an old libc)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        func = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError, ImportError):
+        return False
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
 
 
 def set_aside(path: Path, epoch: float, label: str = "corrupt") -> Path | None:

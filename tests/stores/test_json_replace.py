@@ -9,12 +9,15 @@ import multiprocessing
 import os
 import signal
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from searchfuse import _files
 from searchfuse.errors import ConfigError
 from searchfuse.router.state import JsonFileStore, State, _json_lock, _json_text
 
@@ -355,3 +358,153 @@ def test_the_lock_file_is_private(tmp_path: Path) -> None:
     store = JsonFileStore(path)
     store.update(NOW, bump)
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+# -- how the new file takes the old one's place --------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_on_linux_the_new_file_is_swapped_in_and_the_old_one_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two names are exchanged (no rename over a file: ext4 would write the
+    new file's data out first) and the old file is gone at once."""
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    calls: list[int] = []
+    real = _files._find_renameat2()
+    assert real is not False  # this Linux has it: the rest tests the swap
+
+    def spy(*args: Any) -> int:
+        calls.append(args[4])
+        return int(real(*args))
+
+    monkeypatch.setattr(_files, "_renameat2", spy)
+    with open(path, "rb") as old:
+        store.update(NOW, bump)
+        assert os.fstat(old.fileno()).st_nlink == 0  # the old file: unlinked, not left aside
+    assert calls == [_files._RENAME_EXCHANGE]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
+
+
+@pytest.mark.parametrize("swap", ["none on this system", "refused by the file system"])
+def test_where_the_swap_is_not_to_be_had_the_file_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap: str
+) -> None:
+    refused: list[int] = []
+
+    def refuse(*args: Any) -> int:
+        refused.append(1)
+        return -1  # as renameat2 answers EINVAL where a file system cannot exchange
+
+    monkeypatch.setattr(_files, "_renameat2", False if swap == "none on this system" else refuse)
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    for _ in range(3):
+        store.update(NOW, bump)
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 3
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
+    assert len(refused) == (0 if swap == "none on this system" else 2)  # the first: no file yet
+
+
+def test_a_symlink_at_the_path_is_replaced_and_its_target_untouched(tmp_path: Path) -> None:
+    """As a rename does: the link is what is replaced, never the file it names."""
+    path = tmp_path / "quota.json"
+    JsonFileStore(path).update(NOW, bump)
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(target)
+    before = target.read_bytes()
+    JsonFileStore(path).update(NOW, bump)
+    assert not path.is_symlink() and target.read_bytes() == before
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
+
+
+_KILLED_AFTER_SWAP = """
+import os, sys, time
+from pathlib import Path
+from searchfuse.router.state import JsonFileStore
+
+real = os.unlink
+def stuck(name, *args, **kwargs):
+    if str(name).endswith(".tmp"):
+        print("swapped", flush=True)
+        time.sleep(60)
+    return real(name, *args, **kwargs)
+
+store = JsonFileStore(Path(sys.argv[1]))
+os.unlink = stuck
+store.update(1_768_478_400.0, lambda s: setattr(s.key("fp1"), "searches", 7))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_a_writer_killed_between_the_swap_and_the_unlink_leaves_the_new_state(
+    tmp_path: Path,
+) -> None:
+    """kill -9 after the names are exchanged: the path holds the new state, and the
+    old one, left under the temp file's name, is removed by the next load."""
+    path = tmp_path / "quota.json"
+    JsonFileStore(path).update(NOW, bump)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_AFTER_SWAP, str(path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"swapped\n"
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and json.loads(left[0].read_bytes())["keys"]["fp1"]["searches"] == 1
+    assert JsonFileStore(path).read(NOW).keys["fp1"].searches == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
+
+
+def test_pacing_logs_patched_between_saves_are_written_as_packed_whole() -> None:
+    """A save packs a pacing log by patching its last save's bytes when only a few
+    events were added; whatever else happened to the log (more events, a resize,
+    a slot set back by a repair, a log made anew), the text is what packing it
+    whole writes."""
+    from searchfuse.router.state._codec import state_to_json
+    from searchfuse.router.state._ring import Ring
+
+    text = _json_text.StateText()
+    state = State(month="2026-01")
+    state.rings["search:fp1"] = ring = Ring(1_000_000)
+    now = NOW
+
+    def take(n: int) -> None:
+        nonlocal now
+        for _ in range(n):
+            now += 0.25
+            ring.take(60.0, now)
+
+    def check() -> None:
+        snapshot = _json_text.copy_state(state)
+        made = text.text(snapshot, {})
+        assert made == _json_text._dumps(state_to_json(snapshot)).encode()
+
+    steps: list[Any] = [
+        lambda: take(1),
+        lambda: take(3),
+        lambda: take(40),  # more than a patch takes
+        lambda: ring.set(2, now - 5000.0),  # a slot changed without an event
+        lambda: take(1),
+        lambda: None,  # saved unchanged
+    ]
+    for step in steps * 3:
+        step()
+        check()
+    state.rings["search:fp1"] = ring = ring.resized(30)  # full: the next events wrap around
+    for _ in range(40):
+        take(1)
+        check()
+    state.rings["search:fp1"] = ring = Ring(30)  # the same name, a new log
+    take(1)
+    check()

@@ -48,7 +48,7 @@ def state_to_json(state: State) -> dict[str, Any]:
         "hold_until": state.hold_until,
         "hold_key": state.hold_key,
         "rings": {
-            n: {"size": r.size, "seq": r.seq, "times": _pack_times(r.slots)}
+            n: {"size": r.size, "seq": r.seq, "times": pack_times(r.slots)}
             for n, r in sorted(state.rings.items())
         },
         "tallies": {
@@ -170,13 +170,8 @@ def _tallies_from_json(raw: Any, warn: Callable[[str], None]) -> dict[str, Tally
     return out
 
 
-def _pack_times(slots: list[float | None]) -> str:
-    """A pacing log's times as base64 of little-endian doubles (0.0: never used).
-
-    A log holds up to `rpm` times; written as JSON numbers, each costs a float
-    repr on every save (most of a search's cost at a thousand times), packed
-    it costs one copy.
-    """
+def pack_slots(slots: list[float | None]) -> bytes:
+    """A pacing log's times as little-endian doubles (0.0: never used)."""
     packed: array.array[float]
     try:
         packed = array.array("d", slots)  # type: ignore[arg-type]  # None is checked by C
@@ -184,11 +179,21 @@ def _pack_times(slots: list[float | None]) -> str:
         packed = array.array("d", (0.0 if t is None else t for t in slots))
     if sys.byteorder != "little":
         packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
+    return packed.tobytes()
+
+
+def pack_times(slots: list[float | None]) -> str:
+    """A pacing log's times as base64 of little-endian doubles (0.0: never used).
+
+    A log holds up to `rpm` times; written as JSON numbers, each costs a float
+    repr on every save (most of a search's cost at a thousand times), packed
+    it costs one copy.
+    """
+    return base64.b64encode(pack_slots(slots)).decode("ascii")
 
 
 def _unpack_times(text: Any) -> list[float | None] | None:
-    """The times `_pack_times` wrote, or `None` when `text` is not such a log."""
+    """The times `pack_times` wrote, or `None` when `text` is not such a log."""
     if not isinstance(text, str):
         return None
     try:

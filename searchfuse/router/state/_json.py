@@ -4,10 +4,11 @@ Kept for paths ending in `.json`, for people who read the state by hand. Every
 update rewrites the whole file, so it suits a handful of keys and processes;
 the SQLite store is the default.
 
-Every write is a temp file in the same folder and a rename over the state
-file (no fsync: state is a cache), so anyone reading the file, with or
-without the lock (`cat`, a script), sees one whole version of it, never a
-write in progress. Writers hold `<file>.lock` for their read-modify-write.
+Every write is a temp file in the same folder that takes the state file's
+place atomically (on Linux the two names are swapped and the old file
+removed: see `_files._swap_in`; no fsync: state is a cache), so anyone
+reading the file, with or without the lock (`cat`, a script), sees one whole
+version of it, never a write in progress. Writers hold `<file>.lock` for their read-modify-write.
 The shared cache's claims (one process searches, the others wait for its
 entry) are in `<file>.claims`, under the same lock (see `_json_claims`).
 """
@@ -54,9 +55,9 @@ class JsonFileStore(Store):
 
     Every read-modify-write holds `<file>.lock` exclusively (waited for at
     most `lock_timeout` seconds), so counters from several processes add up.
-    A write is a temp file and a rename, so a reader (with or without the
-    lock) and a process killed mid-write always leave one whole version of
-    the file. The file is mode 0600; state is a cache, so nothing is
+    A write is a temp file that takes the file's place atomically, so a
+    reader (with or without the lock) and a process killed mid-write always
+    leave one whole version of the file. The file is mode 0600; state is a cache, so nothing is
     fsynced. A file that is not searchfuse state (a keys file, a directory, a
     FIFO, anything else) is a [`ConfigError`][searchfuse.errors.ConfigError],
     and is never moved or replaced.

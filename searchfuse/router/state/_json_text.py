@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import binascii
 import json
 import math
 import operator
 import os
+import struct
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from searchfuse.router.state._codec import state_to_json
+from searchfuse.router.state._codec import pack_slots, state_to_json
 from searchfuse.router.state._records import State, copied
 from searchfuse.router.state._ring import Ring
 
@@ -100,13 +103,51 @@ _SECTIONS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
 )
 
 
+#: The most slots a save patches in a pacing log's packed times (more: packed anew).
+_PATCH_MAX = 16
+_SLOT = struct.Struct("<d")
+
+
+def _patched(before: tuple[Ring, bytearray] | None, ring: Ring) -> bytearray | None:
+    """`ring`'s times packed as `pack_times` packs them, made by patching the
+    bytes packed for `before` (the same log at its last save) when `ring` is
+    `before` plus a few events; `None` when it is anything else.
+
+    A log of a high rate holds thousands of times and a search adds one:
+    packing it whole was most of the cost of a save.
+    """
+    if before is None or sys.byteorder != "little":
+        return None
+    old, buf = before
+    added = ring.seq - old.seq
+    grown = len(ring.slots) - len(old.slots)
+    if ring.size != old.size or not 0 < added <= _PATCH_MAX or not 0 <= grown <= _PATCH_MAX:
+        return None
+    changed = {(old.seq + i) % ring.size for i in range(added)}
+    if any(i >= len(ring.slots) for i in changed):
+        return None
+    expected = old.slots + [None] * grown
+    for i in changed:
+        expected[i] = ring.slots[i]
+    if expected != ring.slots:  # changed elsewhere too (resized, repaired): packed anew
+        return None
+    buf.extend(bytes(8 * grown))
+    for i in changed:
+        t = ring.slots[i]
+        _SLOT.pack_into(buf, 8 * i, 0.0 if t is None else t)
+    return buf
+
+
 class StateText:
     """Makes a JSON store's file text, remembering each record's line (per section,
-    per name: the record last saved and its line) and the event log's text."""
+    per name: the record last saved and its line), each pacing log's packed
+    times and the event log's text."""
 
     def __init__(self) -> None:
         self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
         self._events_text: tuple[list[dict[str, Any]] | None, str] = (None, "")
+        #: Per pacing log: the log at the last save and its times packed (see `_patched`).
+        self._packed: dict[str, tuple[Ring, bytearray]] = {}
 
     def text(self, state: State, cache: dict[str, Any]) -> bytes:
         """The file's text for `state` (never changed after), made again only
@@ -121,7 +162,9 @@ class StateText:
                 hit = before.get(name)
                 if hit is None or not same(hit[0], record):
                     target[name] = record
+        rings, changed.rings = changed.rings, {}  # packed here, patched where they can be
         data = state_to_json(changed)
+        data["rings"], changed.rings = self._pack_rings(rings, state.rings), rings
         if cache:
             data["cache"] = cache
         if state.events:
@@ -142,6 +185,22 @@ class StateText:
             lines_of[section], remembered[section] = lines, kept
         self._lines = remembered
         return _dumps(data, lines_of).encode("utf-8")
+
+    def _pack_rings(self, changed: dict[str, Ring], names: Any) -> dict[str, dict[str, Any]]:
+        """The changed pacing logs as `state_to_json` writes them, each packed by
+        patching its last save's bytes where it can; `names`: every log in the
+        state."""
+        out: dict[str, dict[str, Any]] = {}
+        packed = {name: kept for name, kept in self._packed.items() if name in names}
+        for name, ring in changed.items():
+            buf = _patched(packed.get(name), ring)
+            if buf is None:
+                buf = bytearray(pack_slots(ring.slots))
+            times = binascii.b2a_base64(buf, newline=False).decode("ascii")
+            out[name] = {"size": ring.size, "seq": ring.seq, "times": times}
+            packed[name] = (ring, buf)
+        self._packed = packed
+        return out
 
 
 # -- what the JSON store reads ----------------------------------------------------------
