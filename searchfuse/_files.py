@@ -152,28 +152,31 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
 
     Readers see the old content or the new one, never a half-written file.
     The file is created with `mode` (0600) before any byte is written.
-    `durable=False` skips the fsyncs: for files that are a cache (router
-    state), where a crash may lose the last update but never leaves a torn file.
+    `durable=False` skips the fsyncs, for files that are a cache (router
+    state): a killed process never leaves a torn file, and a power cut may
+    lose the last updates or leave the file empty (see `_swap_in`).
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     _hold(fd)
     # The file stays open (and locked) until after the rename: a temp file
     # that can be locked is one whose writer is gone.
-    with os.fdopen(fd, "wb") as fh:
-        try:
-            os.fchmod(fd, mode)
-            fh.write(data)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-                os.replace(tmp, path)
-            else:
-                _swap_in(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+            os.replace(tmp, path)
+        else:
+            _swap_in(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(fd)
     if not durable:
         return
     # Make the rename itself durable.

@@ -508,3 +508,26 @@ def test_pacing_logs_patched_between_saves_are_written_as_packed_whole() -> None
     state.rings["search:fp1"] = ring = Ring(30)  # the same name, a new log
     take(1)
     check()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 30, 1000])
+def test_a_patched_pacing_log_is_byte_for_byte_the_packed_whole(size: int) -> None:
+    """Every length of the packed bytes (their base64 ends in 0, 1 or 2 padding
+    characters), a log that grows and one that wraps round: the patched base64
+    is the whole log's."""
+    import binascii
+    import random
+
+    from searchfuse.router.state._codec import pack_slots
+    from searchfuse.router.state._ring import Ring
+
+    rng = random.Random(size)
+    ring, log, t = Ring(size), None, NOW
+    for _ in range(200):
+        ring = ring.copy()
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            t += rng.random()
+            ring.take(0.0, t)
+        if log is None or not log.patch(ring):
+            log = _json_text._PackedLog(ring)
+        assert bytes(log.b64) == binascii.b2a_base64(pack_slots(ring.slots), newline=False)

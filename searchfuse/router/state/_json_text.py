@@ -108,17 +108,9 @@ _PATCH_MAX = 16
 _SLOT = struct.Struct("<d")
 
 
-def _patched(before: tuple[Ring, bytearray] | None, ring: Ring) -> bytearray | None:
-    """`ring`'s times packed as `pack_times` packs them, made by patching the
-    bytes packed for `before` (the same log at its last save) when `ring` is
-    `before` plus a few events; `None` when it is anything else.
-
-    A log of a high rate holds thousands of times and a search adds one:
-    packing it whole was most of the cost of a save.
-    """
-    if before is None or sys.byteorder != "little":
-        return None
-    old, buf = before
+def _added_slots(old: Ring, ring: Ring) -> set[int] | None:
+    """The slots in which `ring` differs from `old` when it is `old` plus a few
+    events; `None` when it is anything else (more events, a resize, a repair)."""
     added = ring.seq - old.seq
     grown = len(ring.slots) - len(old.slots)
     if ring.size != old.size or not 0 < added <= _PATCH_MAX or not 0 <= grown <= _PATCH_MAX:
@@ -129,13 +121,45 @@ def _patched(before: tuple[Ring, bytearray] | None, ring: Ring) -> bytearray | N
     expected = old.slots + [None] * grown
     for i in changed:
         expected[i] = ring.slots[i]
-    if expected != ring.slots:  # changed elsewhere too (resized, repaired): packed anew
-        return None
-    buf.extend(bytes(8 * grown))
-    for i in changed:
-        t = ring.slots[i]
-        _SLOT.pack_into(buf, 8 * i, 0.0 if t is None else t)
-    return buf
+    return changed if expected == ring.slots else None
+
+
+class _PackedLog:
+    """A pacing log as last saved: the log, its times packed as `pack_slots`
+    packs them, and those bytes in base64 (what the file holds).
+
+    A log of a high rate holds thousands of times and a search adds one:
+    packing and encoding it whole was most of the cost of a save. `patch`
+    changes only the bytes and base64 groups of the slots that changed.
+    """
+
+    __slots__ = ("b64", "buf", "ring")
+
+    def __init__(self, ring: Ring) -> None:
+        self.ring = ring
+        self.buf = bytearray(pack_slots(ring.slots))
+        self.b64 = bytearray(binascii.b2a_base64(self.buf, newline=False))
+
+    def patch(self, ring: Ring) -> bool:
+        """Make this `ring`'s, patching; False (nothing changed) when it cannot."""
+        changed = None if sys.byteorder != "little" else _added_slots(self.ring, ring)
+        if changed is None:
+            return False
+        buf, b64 = self.buf, self.b64
+        tail = len(buf) // 3 * 3  # the old last whole group: what follows is made again
+        buf.extend(bytes(8 * (len(ring.slots) - len(self.ring.slots))))
+        for i in changed:
+            t = ring.slots[i]
+            _SLOT.pack_into(buf, 8 * i, 0.0 if t is None else t)
+        del b64[tail // 3 * 4 :]
+        b64 += binascii.b2a_base64(buf[tail:], newline=False)
+        for i in changed:
+            # The whole groups of three bytes that hold slot i (those in the tail: done).
+            lo, hi = 8 * i // 3 * 3, min((8 * i + 10) // 3 * 3, tail)
+            if lo < hi:
+                b64[lo // 3 * 4 : hi // 3 * 4] = binascii.b2a_base64(buf[lo:hi], newline=False)
+        self.ring = ring
+        return True
 
 
 class StateText:
@@ -146,8 +170,8 @@ class StateText:
     def __init__(self) -> None:
         self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
         self._events_text: tuple[list[dict[str, Any]] | None, str] = (None, "")
-        #: Per pacing log: the log at the last save and its times packed (see `_patched`).
-        self._packed: dict[str, tuple[Ring, bytearray]] = {}
+        #: Per pacing log: the log at the last save, packed (see `_PackedLog`).
+        self._packed: dict[str, _PackedLog] = {}
 
     def text(self, state: State, cache: dict[str, Any]) -> bytes:
         """The file's text for `state` (never changed after), made again only
@@ -193,12 +217,10 @@ class StateText:
         out: dict[str, dict[str, Any]] = {}
         packed = {name: kept for name, kept in self._packed.items() if name in names}
         for name, ring in changed.items():
-            buf = _patched(packed.get(name), ring)
-            if buf is None:
-                buf = bytearray(pack_slots(ring.slots))
-            times = binascii.b2a_base64(buf, newline=False).decode("ascii")
-            out[name] = {"size": ring.size, "seq": ring.seq, "times": times}
-            packed[name] = (ring, buf)
+            log = packed.get(name)
+            if log is None or not log.patch(ring):
+                log = packed[name] = _PackedLog(ring)
+            out[name] = {"size": ring.size, "seq": ring.seq, "times": log.b64.decode("ascii")}
         self._packed = packed
         return out
 
