@@ -45,6 +45,7 @@ from searchfuse.router.state._redis_tx import (
 )
 from searchfuse.router.state._redis_types import glob_escape
 from searchfuse.router.state._redis_url import redacted_url
+from searchfuse.router.state._redis_wire import MISSED, Packed, Wire
 from searchfuse.router.state._values import (
     _warn,
     account_from_fields,
@@ -127,6 +128,7 @@ class RedisStore(RedisBase, Store):
         self._bump = client.register_script(BUMP)
         self._grant = client.register_script(GRANT)
         self._release = client.register_script(RELEASE)
+        self._wire = Wire(client, redis)
         #: The stored month as this process last accepted it (the grant script
         #: decides only in that month; `None`: not looked yet).
         self._month_now: str | None = None
@@ -269,9 +271,20 @@ class RedisStore(RedisBase, Store):
             now, fp, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge, spend=spend
         )
 
-    def run_script(self, keys: list[str], args: list[Any]) -> Any:
-        """Run the grant script (`_redis_grant.GRANT`)."""
-        return self._call(self._grant, keys=keys, args=args)
+    def packed_script(self, keys: list[bytes], args: list[bytes], holes: tuple[int, ...]) -> Packed:
+        """The grant script's call, packed once; `holes`: the arguments given per call."""
+        head = [b"EVALSHA", self._grant.sha.encode(), b"%d" % len(keys), *keys]
+        return Packed([*head, *args], [len(head) + h for h in holes])
+
+    def run_script(self, command: Packed, values: list[bytes]) -> Any:
+        """Run the grant script (`_redis_grant.GRANT`): `command` with `values` in
+        its holes, the short way (`_redis_wire`), else redis-py's."""
+        reply = self._wire.send(command.filled(values))
+        if reply is MISSED:
+            words = command.words_with(values)
+            n = 3 + int(words[2])
+            reply = self._call(self._grant, keys=words[3:n], args=words[n:])
+        return reply
 
     def log_events(self, events: list[Event]) -> None:
         """Add `events` to the event log (the newest `MAX_EVENTS` are kept)."""
@@ -383,4 +396,5 @@ class RedisStore(RedisBase, Store):
         self._call(self._start_month, month_of(now), now, everything=True)
 
     def close(self) -> None:
+        self._wire.close()
         self.client.close()

@@ -30,37 +30,56 @@ from searchfuse.router.state._budgets import Line, period_end
 from searchfuse.router.state._events import Event, EventKind
 from searchfuse.router.state._grant import GRANTED, GRANTED_CLEAN, Charge, Grant, search_log
 from searchfuse.router.state._records import Availability
-from searchfuse.router.state._redis_tx import keep_ms
+from searchfuse.router.state._redis_tx import month_end
 from searchfuse.router.state._trust import RACE
 
 __all__ = ["GRANT", "script_grant"]
 
 # KEYS: month, hold, key, account, log, seq, revs, then one tally per budget line.
 # ARGV: month, now, honour (1/0), rpm ("": no pacing), window, log ttl ms,
-#       charge (1/0), credits, account ("": none), records ttl ms, key rev name,
+#       charge (1/0), credits, account ("": none), the records' keep-until (a day
+#       after the month's end, on the router's clock, as `keep_ms`), key rev name,
 #       account rev name, lines, then per line: period, limit, amount, keep until
 #       ("": for ever), the latest period believed (`Line.latest`).
 # Every value is checked before anything is written: "careful" never follows a write.
 GRANT = (
     """
--- A stored number as the stores' reader takes it (`_values._parse`): Lua's
+local call, find, format, tonumber = redis.call, string.find, string.format, tonumber
+-- A stored number as the stores' reader takes it (`_values._parse`). A plain
+-- decimal is the common case; anything else is looked at closely: Lua's
 -- tonumber also reads hexadecimal ("0x10"), which that reader resets.
 local function num(v)
   if v == false or v == nil or v == '' then return nil, true end
-  if v:find('[xX]') then return nil, false end
+  if find(v, '^%-?%d+%.?%d*$') then
+    local n = tonumber(v)
+    if n <= 1e15 and n >= -1e15 then return n, true end
+    return nil, false
+  end
+  if find(v, '[xX]') then return nil, false end
   local n = tonumber(v)
   if n == nil or n ~= n or n == math.huge or n == -math.huge or math.abs(n) > 1e15 then
     return nil, false
   end
   return n, true
 end
-local function fmt(x) return string.format('%.17g', x) end
+-- A number as the stores write it (Python's repr reads back as the same double):
+-- a whole number as digits, anything else to 17 significant digits.
+local function fmt(x)
+  if x % 1 == 0 and x ~= 0 and x < 1e15 and x > -1e15 then return format('%d', x) end
+  return format('%.17g', x)
+end
 -- An optional field stored empty reads as none.
 local function none(v) return v == false or v == '' end
+-- A record's expiry set to `ms` from now, unless it already ends between `low`
+-- and `high` ms from now (a refresh is a write; most calls need none).
+local function expire(name, ms, low, high)
+  local ttl = call('PTTL', name)
+  if ttl < low or ttl > high then call('PEXPIRE', name, ms) end
+end
 local RACE = """
     + repr(RACE)
     + """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'careful'} end
+if call('GET', KEYS[1]) ~= ARGV[1] then return {'careful'} end
 local now = tonumber(ARGV[2])
 local lines = tonumber(ARGV[13])
 -- Budget tallies, by key name: {period, used, expires} (nil: none stored).
@@ -68,7 +87,7 @@ local tally = {}
 for i = 1, lines do
   local name = KEYS[7 + i]
   if tally[name] == nil then
-    local t = redis.call('HMGET', name, 'period', 'used', 'expires')
+    local t = call('HMGET', name, 'period', 'used', 'expires')
     if t[1] == false and t[2] == false then
       tally[name] = false
     else
@@ -98,11 +117,11 @@ local function keep(b, t)
 end
 local function put(name, t)
   tally[name] = t
-  redis.call('HSET', name, 'period', t[1], 'used', fmt(t[2]), 'expires', t[3] and fmt(t[3]) or '')
+  call('HSET', name, 'period', t[1], 'used', fmt(t[2]), 'expires', t[3] and fmt(t[3]) or '')
   if t[3] ~= nil then
-    redis.call('PEXPIRE', name, math.max(1000, math.ceil((t[3] - now) * 1000)))
+    call('PEXPIRE', name, math.max(1000, math.ceil((t[3] - now) * 1000)))
   else
-    redis.call('PERSIST', name)
+    call('PERSIST', name)
   end
 end
 for i = 1, lines do
@@ -124,7 +143,7 @@ for i = 1, lines do
   end
 end
 if ARGV[3] == '1' then
-  local h = redis.call('HMGET', KEYS[2], 'until', 'key')
+  local h = call('HMGET', KEYS[2], 'until', 'key')
   local u, ok = num(h[1])
   if not ok then return {'careful'} end
   if u ~= nil and u > now then
@@ -134,12 +153,11 @@ if ARGV[3] == '1' then
     return {'held', fmt(u - now), who}
   end
 end
-local k = redis.call('HMGET', KEYS[3], 'disabled', 'cooldown_until', 'exhausted',
+local k = call('HMGET', KEYS[3], 'disabled', 'cooldown_until', 'exhausted',
   'last_status', 'last_error', 'cooldown_reason', 'cooldown_started', 'searches',
-  'local_credits')
-for _, i in ipairs({1, 3}) do
-  if k[i] ~= false and k[i] ~= '0' and k[i] ~= '1' then return {'careful'} end
-end
+  'local_credits', 'account')
+if k[1] ~= false and k[1] ~= '0' and k[1] ~= '1' then return {'careful'} end
+if k[3] ~= false and k[3] ~= '0' and k[3] ~= '1' then return {'careful'} end
 local cooldown, ok1 = num(k[2])
 local started, ok2 = num(k[7])
 local searches, ok3 = num(k[8])
@@ -157,33 +175,39 @@ end
 if k[3] == '1' then return {'blocked', 'inf', 'exhausted'} end
 local acct = nil
 if ARGV[7] == '1' then
-  local a, ok = num(redis.call('HGET', KEYS[4], 'local_credits'))
+  local a, ok = num(call('HGET', KEYS[4], 'local_credits'))
   if not ok or (a ~= nil and a < 0) then return {'careful'} end
   acct = a or 0
 end
 if ARGV[4] ~= '' then
   local limit = tonumber(ARGV[4])
-  local r = redis.call('HMGET', KEYS[5], 'size', 'seq')
+  local r = call('HMGET', KEYS[5], 'size', 'seq')
   local size, seq, oldest = limit, 0, nil
   if r[1] == false and r[2] == false then
-    if redis.call('EXISTS', KEYS[5]) == 1 then return {'careful'} end
+    if call('EXISTS', KEYS[5]) == 1 then return {'careful'} end
   else
     -- Whole numbers as the stores' reader takes them (`int`), else rebuilt there.
-    if not (r[1] and r[1]:match('^%d+$') and r[2] and r[2]:match('^%d+$') and #r[2] < 16) then
+    if not (r[1] and find(r[1], '^%d+$') and r[2] and find(r[2], '^%d+$') and #r[2] < 16) then
       return {'careful'}
     end
     size, seq = tonumber(r[1]), tonumber(r[2])
     if size ~= limit then return {'careful'} end
-    local o = redis.call('HGET', KEYS[5], 's' .. string.format('%d', seq % size))
-    local n, ok = num(o)
+    local n, ok = num(call('HGET', KEYS[5], 's' .. format('%d', seq % size)))
     if not ok or (n ~= nil and n > now + RACE) then return {'careful'} end
     oldest = n
   end
   local window = tonumber(ARGV[5])
   if oldest ~= nil and oldest + window > now then return {'paced', fmt(oldest + window - now)} end
-  redis.call('HSET', KEYS[5], 's' .. string.format('%d', seq % size), ARGV[2],
-    'seq', string.format('%d', seq + 1), 'size', string.format('%d', size))
-  redis.call('PEXPIRE', KEYS[5], ARGV[6])
+  local slot, after = 's' .. format('%d', seq % size), format('%d', seq + 1)
+  if r[1] == ARGV[4] then
+    call('HSET', KEYS[5], slot, ARGV[2], 'seq', after)
+  else
+    call('HSET', KEYS[5], slot, ARGV[2], 'seq', after, 'size', ARGV[4])
+  end
+  -- The log must outlive its newest slot by a window: kept for two, refreshed
+  -- once less than one is left.
+  local ttl = tonumber(ARGV[6])
+  expire(KEYS[5], ttl, ttl / 2, ttl)
 end
 local out = {'ok', '0'}
 local done = {}
@@ -201,15 +225,23 @@ for i = 1, lines do
 end
 if acct ~= nil then
   local credits = tonumber(ARGV[8])
-  redis.call('HSET', KEYS[3], 'searches', string.format('%d', (searches or 0) + 1),
-    'last_used_at', ARGV[2], 'local_credits', fmt((credits_used or 0) + credits))
-  if ARGV[9] == '' then redis.call('HDEL', KEYS[3], 'account')
-  else redis.call('HSET', KEYS[3], 'account', ARGV[9]) end
-  redis.call('HSET', KEYS[4], 'local_credits', fmt(acct + credits))
-  redis.call('PEXPIRE', KEYS[3], ARGV[10])
-  redis.call('PEXPIRE', KEYS[4], ARGV[10])
-  local rev = redis.call('INCR', KEYS[6])
-  redis.call('ZADD', KEYS[7], rev, ARGV[11], rev, ARGV[12])
+  local fields = {'searches', format('%d', (searches or 0) + 1), 'last_used_at', ARGV[2],
+    'local_credits', fmt((credits_used or 0) + credits)}
+  -- The key's account, written only when it changes.
+  if ARGV[9] == '' then
+    if k[10] ~= false then call('HDEL', KEYS[3], 'account') end
+  elseif k[10] ~= ARGV[9] then
+    fields[7], fields[8] = 'account', ARGV[9]
+  end
+  call('HSET', KEYS[3], unpack(fields))
+  call('HSET', KEYS[4], 'local_credits', fmt(acct + credits))
+  -- Kept until a day after the month ends on the router's clock, as every write
+  -- keeps them (`keep_ms`): moved only when they end before, or an hour after.
+  local ms = math.max(1000, math.ceil((tonumber(ARGV[10]) - now) * 1000))
+  expire(KEYS[3], ms, ms, ms + 3600000)
+  expire(KEYS[4], ms, ms, ms + 3600000)
+  local rev = call('INCR', KEYS[6])
+  call('ZADD', KEYS[7], rev, ARGV[11], rev, ARGV[12])
   if status == 200 and none(k[5]) and none(k[2]) and none(k[6])
     and none(k[7]) and k[3] ~= '1' then
     out[2] = '1'
@@ -241,22 +273,21 @@ def script_grant(
     """The grant decided by `GRANT` in one round trip; `None` when the script asks
     for the careful path (see the module docstring)."""
     # A search asks with the same key, charge and budgets as the last one: the
-    # script's keys and arguments are made once per hour (expiries count from
-    # the hour's start, so they run at most an hour long); only now and each
-    # budget's keep-until (a conversation's moves with now) change per call.
-    hour = int(now // 3600)
+    # script's command is packed once; only now and each budget's keep-until
+    # (a conversation's moves with now) change per call.
     lines = tuple(
         (line.name, line.period, line.limit, line.amount, line.latest()) for line in spend
     )
-    ask = (month, hour, fp, rpm, window, honour_hold, charge, lines)
+    ask = (month, fp, rpm, window, honour_hold, charge, lines)
     made = _MADE.get(store)
     if made is None or made[0] != ask:
-        made = _MADE[store] = (ask, *_call_for(store, ask, hour * 3600.0))
-    args = made[2].copy()
-    args[1] = repr(now)
-    for i, line in enumerate(spend):
-        args[_KEEP + 5 * i] = "" if line.keep_until is None else repr(line.keep_until)
-    answer = store.run_script(made[1], args)
+        keys, args = _call_for(store, ask)
+        holes = (1, *(_KEEP + 5 * i for i in range(len(spend))))
+        made = _MADE[store] = (ask, store.packed_script(keys, args, holes))
+    fill = [repr(now).encode()]
+    for line in spend:
+        fill.append(b"" if line.keep_until is None else repr(line.keep_until).encode())
+    answer = store.run_script(made[1], fill)
     verdict = answer[0]
     if verdict == "careful":
         return None
@@ -283,17 +314,15 @@ def script_grant(
     return Grant("budget", wait, over=refused)
 
 
-#: The last call's keys and arguments, per store (see `script_grant`).
-_MADE: weakref.WeakKeyDictionary[Any, tuple[Any, list[bytes], list[Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+#: The last call's question and its command, per store (see `script_grant`).
+_MADE: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 #: Where the first budget line's keep-until is in the script's arguments.
 _KEEP = 16
 
 
-def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[bytes], list[Any]]:
-    """The script's keys and arguments for `ask`, expiries counted from `since`."""
-    month, _, fp, rpm, window, honour_hold, charge, lines = ask
+def _call_for(store: Any, ask: tuple[Any, ...]) -> tuple[list[bytes], list[bytes]]:
+    """The script's keys and arguments for `ask`."""
+    month, fp, rpm, window, honour_hold, charge, lines = ask
     keys = [
         store.month_key,
         store.hold_key,
@@ -313,7 +342,7 @@ def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[byte
         "1" if charge else "0",
         repr(charge.credits) if charge else "0",
         (charge.account or "") if charge else "",
-        keep_ms(month, since),
+        repr(month_end(month) + 86400),
         f"k:{fp}",
         f"a:{charge.account_id}" if charge else "",
         len(lines),
@@ -321,7 +350,6 @@ def _call_for(store: Any, ask: tuple[Any, ...], since: float) -> tuple[list[byte
     for name, period, limit, cost, latest in lines:
         keys.append(store.tally_key(name))
         args += [period, repr(limit), repr(cost), "", latest]
-    # Encoded once: redis-py sends bytes as they are (a third of packing the call).
     return [k.encode() for k in keys], [str(a).encode() for a in args]
 
 

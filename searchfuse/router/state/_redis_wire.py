@@ -1,0 +1,118 @@
+"""The grant's short way to the server: its command packed once, sent on a kept connection.
+
+A search's grant (`_redis_grant`) sends the same `EVALSHA` each time but for
+the time and a budget's keep-until. Through redis-py every call packs its
+twenty-odd arguments again, takes a connection from the pool and gives it
+back: together more than the round trip itself. `Packed` holds the command as
+the bytes Redis reads (RESP), with holes for the words that change; `Wire`
+sends it on one connection of the client's pool that it keeps, and reads the
+reply with that connection's own parser.
+
+The short way only ever adds an attempt: when the connection is busy (another
+thread), lost, or the server answers an error (the script not loaded yet
+after a restart, a key of another type), the caller takes the ordinary way,
+`Script.__call__` inside `_call`, with its loading, its retries and its errors
+named.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["MISSED", "Packed", "Wire"]
+
+#: What `Wire.send` answers when the caller must take the ordinary way.
+MISSED: Any = object()
+
+
+def _bulk(word: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(word), word)
+
+
+class Packed:
+    """A command as RESP bytes, packed once, with holes at `holes` (word positions)."""
+
+    def __init__(self, words: Sequence[bytes], holes: Sequence[int]) -> None:
+        self.words = list(words)
+        self.holes = tuple(holes)
+        parts: list[bytes] = []
+        run = [b"*%d\r\n" % len(words)]
+        for i, word in enumerate(words):
+            if i in self.holes:
+                parts.append(b"".join(run))
+                run = []
+            else:
+                run.append(_bulk(word))
+        parts.append(b"".join(run))
+        self._parts = parts
+
+    def words_with(self, values: Sequence[bytes]) -> list[bytes]:
+        """The command's words with `values` in its holes (for redis-py's own way)."""
+        words = self.words.copy()
+        for at, value in zip(self.holes, values, strict=True):
+            words[at] = value
+        return words
+
+    def filled(self, values: Sequence[bytes]) -> bytes:
+        """The command with `values` in its holes, in order."""
+        out = [self._parts[0]]
+        for value, part in zip(values, self._parts[1:], strict=True):
+            out += (_bulk(value), part)
+        return b"".join(out)
+
+
+class Wire:
+    """One connection of `client`'s pool, kept for packed commands (see the module)."""
+
+    def __init__(self, client: Any, redis: Any) -> None:
+        pool = getattr(client, "connection_pool", None)
+        # Only redis-py's own client and pools: anything else takes the ordinary way.
+        self._pool: Any = pool if isinstance(pool, redis.ConnectionPool) else None
+        self._errors = redis.RedisError
+        self._answered = redis.ResponseError
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._pid = os.getpid()
+
+    def send(self, command: bytes) -> Any:
+        """The server's reply to `command`, or `MISSED` (take the ordinary way)."""
+        if self._pool is None or not self._lock.acquire(blocking=False):
+            return MISSED
+        try:
+            if self._pid != os.getpid():
+                # A forked child: the connection is its parent's; never touch it.
+                self._conn, self._pid = None, os.getpid()
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._pool.get_connection()
+            try:
+                conn.send_packed_command([command])
+                return conn.read_response()
+            except self._answered:
+                return MISSED  # the reply was read whole: the connection stays usable
+            except self._errors:
+                self._drop()
+                return MISSED
+            except BaseException:
+                self._drop()
+                raise
+        except self._errors:
+            return MISSED  # no connection to be had: the ordinary way tells why
+        finally:
+            self._lock.release()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.disconnect()
+            self._pool.release(conn)
+
+    def close(self) -> None:
+        """Give the connection back to the pool (the client closes it)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                self._pool.release(conn)

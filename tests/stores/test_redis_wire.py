@@ -1,0 +1,178 @@
+"""The Redis grant's cost: what it writes per call, the expiries it keeps, and its short
+way to the server (a command packed once, sent on a kept connection) with the ordinary
+way behind it whenever that fails."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from searchfuse.router.state import Charge, RedisStore
+from searchfuse.router.state._redis_tx import keep_ms
+
+NOW = 1_768_478_400.0  # 2026-01-15 12:00 UTC
+MONTH_END = 1_769_904_000.0  # 2026-02-01 00:00 UTC
+FP = "fp1"
+CHARGE = Charge(FP, "acct", "team", 1.0)
+
+
+def store(url: str) -> RedisStore:
+    return RedisStore(url, namespace=f"t{uuid.uuid4().hex[:12]}")
+
+
+def grant(s: RedisStore, at: float, **options: Any) -> Any:
+    kwargs: dict[str, Any] = {"rpm": 100, "window": 60.0, "honour_hold": True, "charge": CHARGE}
+    kwargs.update(options)
+    return s.grant(at, FP, **kwargs)
+
+
+def calls(s: RedisStore) -> dict[str, int]:
+    """Commands the server ran (those a script ran included), by name."""
+    return {
+        name.removeprefix("cmdstat_"): int(row["calls"])
+        for name, row in s.client.info("commandstats").items()
+    }
+
+
+def ttl(s: RedisStore, key: str) -> float:
+    return float(s.client.pttl(key)) / 1000
+
+
+def test_a_lone_writers_grant_rewrites_no_expiry_and_no_unchanged_field(redis_url: str) -> None:
+    s = store(redis_url)
+    for at in (0, 1):  # the month seen, then the script's first grant
+        grant(s, NOW + at)
+    s.client.config_resetstat()
+    for at in (2, 3, 4):
+        assert grant(s, NOW + at).verdict == "ok"
+    ran = calls(s)
+    assert ran["evalsha"] == 3
+    # The records' expiries already end where they must: none is written again,
+    # nor the key's account (the same) nor the pacing log's size.
+    assert "pexpire" not in ran and "hdel" not in ran
+    state = s.read(NOW + 4)
+    assert state.keys[FP].searches == 5 and state.keys[FP].account == "team"
+    assert s.client.hget(s.ring_key(f"search:{FP}"), "size") == "100"
+    s.close()
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda c, key: c.persist(key),
+        lambda c, key: c.pexpire(key, 5000),
+        lambda c, key: c.pexpire(key, 40 * 86400 * 1000),
+    ],
+    ids=["no expiry", "an expiry too soon", "an expiry weeks too late"],
+)
+@pytest.mark.parametrize("at", [NOW, MONTH_END - 60], ids=["mid-month", "a minute before its end"])
+def test_records_still_expire_a_day_after_the_month_ends(
+    redis_url: str, spoil: Any, at: float
+) -> None:
+    s = store(redis_url)
+    for t in (at - 2, at - 1):
+        grant(s, t)
+    for key in (s.k(FP), s.a("acct")):
+        spoil(s.client, key)
+    grant(s, at)
+    # A day after the month ends, counted from `at` (an hour later at most).
+    want = keep_ms("2026-01", at) / 1000
+    for key in (s.k(FP), s.a("acct")):
+        assert want - 2 <= ttl(s, key) <= want + 3601, key
+    grant(s, at + 1)
+    for key in (s.k(FP), s.a("acct")):
+        assert want - 3 <= ttl(s, key) <= want + 3601
+    s.close()
+
+
+def test_a_pacing_log_outlives_its_newest_slot_by_a_window(redis_url: str) -> None:
+    s = store(redis_url)
+    ring = s.ring_key(f"search:{FP}")
+    for at in range(4):
+        grant(s, NOW + at)
+        assert 60 <= ttl(s, ring) <= 120
+    s.client.pexpire(ring, 59_000)  # less than a window left: moved to two
+    grant(s, NOW + 4)
+    assert 119 <= ttl(s, ring) <= 120
+    s.client.persist(ring)
+    grant(s, NOW + 5)
+    assert 119 <= ttl(s, ring) <= 120
+    s.close()
+
+
+def test_the_keys_account_is_written_when_it_changes(redis_url: str) -> None:
+    s = store(redis_url)
+    for at in (0, 1):
+        grant(s, NOW + at)
+    assert s.read(NOW + 1).keys[FP].account == "team"
+    grant(s, NOW + 2, charge=Charge(FP, "acct", "other", 1.0))
+    assert s.read(NOW + 2).keys[FP].account == "other"
+    grant(s, NOW + 3, charge=Charge(FP, "acct", None, 1.0))
+    assert s.read(NOW + 3).keys[FP].account is None
+    assert s.read(NOW + 3).keys[FP].searches == 4
+    s.close()
+
+
+def test_a_grant_takes_no_connection_from_the_pool(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+
+    s = store(redis_url)
+    for at in (0, 1):
+        grant(s, NOW + at)
+    taken: list[int] = []
+    real = redis.ConnectionPool.get_connection
+
+    def count(self: Any, *args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.ConnectionPool, "get_connection", count)
+    assert [grant(s, NOW + at).verdict for at in (2, 3, 4)] == ["ok"] * 3
+    assert taken == []
+    assert s.read(NOW + 4).keys[FP].searches == 5
+    s.close()
+
+
+def test_a_lost_connection_or_a_flushed_script_costs_one_ordinary_grant(redis_url: str) -> None:
+    s = store(redis_url)
+    for at in (0, 1):
+        grant(s, NOW + at)
+    s.client.client_kill_filter(_type="normal", skipme=True)  # the kept connection too
+    assert grant(s, NOW + 2).verdict == "ok"
+    s.client.script_flush()
+    assert grant(s, NOW + 3).verdict == "ok"
+    s.client.config_resetstat()
+    assert grant(s, NOW + 4).verdict == "ok"
+    assert calls(s)["evalsha"] == 1  # the short way again, script loaded
+    state = s.read(NOW + 4)
+    assert state.keys[FP].searches == 5 and state.accounts["acct"].local_credits == 5.0
+    s.close()
+
+
+def test_threads_granting_at_once_count_every_search_once(redis_url: str) -> None:
+    s = store(redis_url)
+    grant(s, NOW)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(25):
+                assert grant(s, NOW + 1 + i / 100, rpm=None).verdict == "ok"
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    state = s.read(NOW + 2)
+    assert state.keys[FP].searches == 101
+    assert state.accounts["acct"].local_credits == 101.0
+    s.close()
