@@ -279,6 +279,10 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "0x1"),
         lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "size", "3.0"),
         lambda store: store.client.hset(store.ring_key(f"search:{FP}"), "seq", "1" + "0" * 19),
+        # Lua's tonumber stops at a NUL; the stores' reader resets such a value.
+        junk("searches", "3\x00junk"),
+        junk("cooldown_until", repr(NOW + 100) + "\x00"),
+        lambda store: store.client.hset(store.a("acct"), "local_credits", "2\x009"),
         # An empty field reads as no value: the key still looks as a success left it.
         *(
             clean_but(field)
@@ -311,6 +315,9 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         "hex position",
         "a size of 3.0",
         "a position past what a double holds",
+        "a count with a NUL",
+        "a time with a NUL",
+        "credits with a NUL",
         "empty last_error",
         "empty cooldown_reason",
         "empty cooldown_started",

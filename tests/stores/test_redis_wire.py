@@ -4,6 +4,7 @@ way behind it whenever that fails."""
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from typing import Any
@@ -175,4 +176,23 @@ def test_threads_granting_at_once_count_every_search_once(redis_url: str) -> Non
     state = s.read(NOW + 2)
     assert state.keys[FP].searches == 101
     assert state.accounts["acct"].local_credits == 101.0
+    s.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_grants_on_its_own_connection(redis_url: str) -> None:
+    s = store(redis_url)
+    for at in (0, 1):
+        grant(s, NOW + at)
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's connection must not be read from here
+        try:
+            fresh = s._wire._conn is None  # the parent's socket forgotten
+            ok = fresh and all(grant(s, NOW + 2 + i / 10).verdict == "ok" for i in range(5))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [grant(s, NOW + 3 + i / 10).verdict for i in range(3)] == ["ok"] * 3
+    assert s.read(NOW + 4).keys[FP].searches == 10
     s.close()

@@ -47,7 +47,8 @@ GRANT = (
 local call, find, format, tonumber = redis.call, string.find, string.format, tonumber
 -- A stored number as the stores' reader takes it (`_values._parse`). A plain
 -- decimal is the common case; anything else is looked at closely: Lua's
--- tonumber also reads hexadecimal ("0x10"), which that reader resets.
+-- tonumber also reads hexadecimal ("0x10") and stops at a NUL ("5\\0..."),
+-- which that reader resets.
 local function num(v)
   if v == false or v == nil or v == '' then return nil, true end
   if find(v, '^%-?%d+%.?%d*$') then
@@ -55,7 +56,7 @@ local function num(v)
     if n <= 1e15 and n >= -1e15 then return n, true end
     return nil, false
   end
-  if find(v, '[xX]') then return nil, false end
+  if find(v, '[xX%z]') then return nil, false end
   local n = tonumber(v)
   if n == nil or n ~= n or n == math.huge or n == -math.huge or math.abs(n) > 1e15 then
     return nil, false

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ __all__ = ["MISSED", "Packed", "Wire"]
 
 #: What `Wire.send` answers when the caller must take the ordinary way.
 MISSED: Any = object()
+#: Every wire of this process: a forked child forgets their connections (its parent's).
+_WIRES: weakref.WeakSet[Wire] = weakref.WeakSet()
 
 
 def _bulk(word: bytes) -> bytes:
@@ -75,16 +78,13 @@ class Wire:
         self._answered = redis.ResponseError
         self._lock = threading.Lock()
         self._conn: Any = None
-        self._pid = os.getpid()
+        _WIRES.add(self)
 
     def send(self, command: bytes) -> Any:
         """The server's reply to `command`, or `MISSED` (take the ordinary way)."""
         if self._pool is None or not self._lock.acquire(blocking=False):
             return MISSED
         try:
-            if self._pid != os.getpid():
-                # A forked child: the connection is its parent's; never touch it.
-                self._conn, self._pid = None, os.getpid()
             conn = self._conn
             if conn is None:
                 conn = self._conn = self._pool.get_connection()
@@ -114,5 +114,15 @@ class Wire:
         """Give the connection back to the pool (the client closes it)."""
         with self._lock:
             conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
+            if conn is not None:
                 self._pool.release(conn)
+
+
+def _forget() -> None:
+    """In a forked child: every wire's connection is its parent's; never use it."""
+    for wire in list(_WIRES):
+        wire._conn = None
+        wire._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget)
