@@ -13,8 +13,10 @@ Run: ``python benchmarks/bench_store.py [--processes 8] [--updates 300]``
 3. The grant on Redis (hold, cooldown, pacing window and the search counted,
    in one script: one round trip) against a bare ``INCR`` on
    the same server in the same run, and the optimistic ``WATCH``/``MULTI``
-   transaction it replaced; then the same with ``--processes`` writers at once.
-   ``--grant-only`` runs just this part.
+   transaction it replaced. A lone writer: one process per round in which the
+   variants take turns, ``--batch`` calls at a time (noise from the rest of
+   the machine hits every variant alike); then ``--processes`` writers at
+   once, each variant in its own processes. ``--grant-only`` runs just this part.
 """
 
 from __future__ import annotations
@@ -73,14 +75,13 @@ def contention(kind: str, where: str, processes: int, updates: int) -> list[floa
     return timed(WORKER, [kind, where, str(updates)], processes, 3.0)
 
 
-GRANTER = textwrap.dedent(
-    """
-    import json, sys, time
-    from searchfuse.router.state import Charge, RedisStore, Store
-    from searchfuse.router.state._budgets import Line, period_of
-    url, ns, kind = sys.argv[1], sys.argv[2], sys.argv[3]
-    n, start = int(sys.argv[4]), float(sys.argv[5])
-    store = RedisStore(url, namespace=ns)
+CALLER = """
+import json, statistics, sys, time
+from searchfuse.router.state import Charge, RedisStore, Store
+from searchfuse.router.state._budgets import Line, period_of
+def caller(url, ns, kind):
+    \"\"\"One call of `kind` on its own store (namespace) and fingerprint.\"\"\"
+    store = RedisStore(url, namespace=f"{ns}-{kind}")
     charge = Charge("fp", "acct", None, 1.0)
     client = store.client
     def spend(now):
@@ -92,23 +93,49 @@ GRANTER = textwrap.dedent(
             Line(0, "router:*:searches:day", day, 1e12, 1.0, ends, keep_until=ends + 86400),
             Line(1, "conversation:c-1:searches:", "", 1e12, 1.0, keep_until=now + 600),
         )
-    def call(i):
-        if kind == "incr":
-            client.incr(ns + ":counter")
-        else:
-            grant = store.grant if kind != "watch" else lambda *a, **k: Store.grant(store, *a, **k)
-            now = time.time()
-            grant(now, "fp", rpm=10**9, window=60.0, honour_hold=True,
-                  charge=charge, spend=spend(now))
+    if kind == "incr":
+        return lambda: client.incr(ns + ":counter")
+    grant = store.grant if kind != "watch" else lambda *a, **k: Store.grant(store, *a, **k)
+    def call():
+        now = time.time()
+        grant(now, "fp", rpm=10**9, window=60.0, honour_hold=True,
+              charge=charge, spend=spend(now))
+    return call
+"""
+GRANTER = CALLER + textwrap.dedent(
+    """
+    url, ns, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+    n, start = int(sys.argv[4]), float(sys.argv[5])
+    call = caller(url, ns, kind)
     for i in range(50):
-        call(i)
+        call()
     while time.time() < start:
         time.sleep(0.001)
     out = []
-    for i in range(50, 50 + n):
+    for i in range(n):
         t = time.perf_counter()
-        call(i)
+        call()
         out.append(time.perf_counter() - t)
+    print(json.dumps(out))
+    """
+)
+# A lone writer: the kinds take turns in one process, `batch` calls at a time;
+# printed: each kind's batches (seconds per call).
+TURNS = CALLER + textwrap.dedent(
+    """
+    url, ns, kinds = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+    n, batch = int(sys.argv[4]), int(sys.argv[5])
+    calls = {kind: caller(url, ns, kind) for kind in kinds}
+    for call in calls.values():
+        for _ in range(50):
+            call()
+    out = {kind: [] for kind in kinds}
+    for _ in range(n // batch):
+        for kind, call in calls.items():
+            t = time.perf_counter()
+            for _ in range(batch):
+                call()
+            out[kind].append((time.perf_counter() - t) / batch)
     print(json.dumps(out))
     """
 )
@@ -125,25 +152,47 @@ def grants(url: str, processes: int, calls: int, rounds: int) -> dict[str, list[
     out: dict[str, list[float]] = {kind: [] for kind in GRANT_KINDS}
     for r in range(rounds):
         for kind in GRANT_KINDS:
-            ns = f"bench-grant-{kind}-{r}-{time.time_ns()}"
+            ns = f"bench-grant-{r}-{time.time_ns()}"
             samples = timed(GRANTER, [url, ns, kind, str(calls)], processes, 1.0)
             out[kind].append(statistics.median(samples))
     return out
 
 
-def print_grants(url: str, processes: int, calls: int, rounds: int) -> None:
-    for writers in (1, processes):
-        rows = grants(url, writers, calls, rounds)
-        print(f"grant on Redis, {writers} writer(s) x {calls} calls, median of {rounds} rounds")
-        print(f"{'variant':22} {'median us':>10} {'/ INCR':>8} {'rounds':>12}")
-        base = rows["incr"]
-        for kind, label in GRANT_KINDS.items():
-            ratios = sorted(t / b for t, b in zip(rows[kind], base, strict=True))
-            mid = statistics.median(rows[kind])
-            print(
-                f"{label:22} {mid * 1e6:10.0f} {statistics.median(ratios):7.2f}x "
-                f"{ratios[0]:5.2f}-{ratios[-1]:.2f}"
-            )
+def lone(url: str, calls: int, rounds: int, batch: int) -> tuple[dict[str, list[float]], ...]:
+    """A lone writer, the kinds taking turns in one process per round: each kind's
+    median time per call and its median ratio to the same round's INCR batches."""
+    times: dict[str, list[float]] = {kind: [] for kind in GRANT_KINDS}
+    ratios: dict[str, list[float]] = {kind: [] for kind in GRANT_KINDS}
+    for r in range(rounds):
+        ns = f"bench-lone-{r}-{time.time_ns()}"
+        args = [url, ns, ",".join(GRANT_KINDS), str(calls), str(batch)]
+        run = subprocess.run([sys.executable, "-c", TURNS, *args], capture_output=True, text=True)
+        batches = json.loads(run.stdout)
+        for kind, samples in batches.items():
+            times[kind].append(statistics.median(samples))
+            turns = zip(samples, batches["incr"], strict=True)
+            ratios[kind].append(statistics.median(t / b for t, b in turns))
+    return times, ratios
+
+
+def print_grants(url: str, processes: int, calls: int, rounds: int, batch: int) -> None:
+    times, ratios = lone(url, calls, rounds, batch)
+    print(f"grant on Redis, 1 writer x {calls} calls, turns of {batch}, median of {rounds} rounds")
+    print_rows(times, ratios)
+    rows = grants(url, processes, calls, rounds)
+    print(f"grant on Redis, {processes} writers x {calls} calls, median of {rounds} rounds")
+    base = rows["incr"]
+    print_rows(rows, {k: [t / b for t, b in zip(v, base, strict=True)] for k, v in rows.items()})
+
+
+def print_rows(times: dict[str, list[float]], ratios: dict[str, list[float]]) -> None:
+    print(f"{'variant':22} {'median us':>10} {'/ INCR':>8} {'rounds':>12}")
+    for kind, label in GRANT_KINDS.items():
+        spread = sorted(ratios[kind])
+        print(
+            f"{label:22} {statistics.median(times[kind]) * 1e6:10.0f} "
+            f"{statistics.median(spread):7.2f}x {spread[0]:5.2f}-{spread[-1]:.2f}"
+        )
 
 
 def p(samples: list[float], q: float) -> float:
@@ -178,6 +227,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=20, help="calls per turn (part 3)")
     parser.add_argument("--grant-only", action="store_true", help="only part 3")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,11 +236,12 @@ def main() -> None:
             sys.path.insert(0, str(Path(__file__).parent))
             from bench_fleet import redis_server
 
+            calls, batch = args.calls * 10, args.batch
             if args.redis:
-                print_grants(args.redis, args.processes, args.calls * 10, args.rounds)
+                print_grants(args.redis, args.processes, calls, args.rounds, batch)
             else:
                 with redis_server(folder) as url:
-                    print_grants(url, args.processes, args.calls * 10, args.rounds)
+                    print_grants(url, args.processes, calls, args.rounds, batch)
             return
         print(f"{args.processes} processes x {args.updates} updates of one shared store")
         print(f"{'store':8} {'median us':>10} {'p99 us':>10} {'p99 / SQLite':>13}")
