@@ -196,3 +196,13 @@ def test_a_forked_child_grants_on_its_own_connection(redis_url: str) -> None:
     assert [grant(s, NOW + 3 + i / 10).verdict for i in range(3)] == ["ok"] * 3
     assert s.read(NOW + 4).keys[FP].searches == 10
     s.close()
+
+
+def test_a_counted_line_is_the_line_with_its_use() -> None:
+    from dataclasses import replace
+
+    from searchfuse.router.state._budgets import Line
+    from searchfuse.router.state._redis_grant import _counted
+
+    line = Line(2, "user:u-1:usd:month", "2026-01", 5.0, 0.75, MONTH_END, 1.5, MONTH_END + 9)
+    assert _counted(line, 3.25, "2026-01") == replace(line, used=3.25)

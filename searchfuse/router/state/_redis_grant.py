@@ -281,8 +281,10 @@ def script_grant(
     # A search asks with the same key, charge and budgets as the last one: the
     # script's command is packed once; only now and each budget's keep-until
     # (a conversation's moves with now) change per call.
+    # (The latest period believed follows from the period and its end: worked
+    # out when the command is made, not on every call.)
     lines = tuple(
-        (line.name, line.period, line.limit, line.amount, line.latest()) for line in spend
+        (line.name, line.period, line.limit, line.amount, line.resets_at) for line in spend
     )
     ask = (month, fp, rpm, window, honour_hold, charge, lines)
     made = _MADE.get(store)
@@ -353,8 +355,9 @@ def _call_for(store: Any, ask: tuple[Any, ...]) -> tuple[list[bytes], list[bytes
         f"a:{charge.account_id}" if charge else "",
         len(lines),
     ]
-    for name, period, limit, cost, latest in lines:
+    for name, period, limit, cost, resets_at in lines:
         keys.append(store.tally_key(name))
+        latest = Line(0, name, period, limit, cost, resets_at).latest()
         args += [period, repr(limit), repr(cost), "", latest]
     return [k.encode() for k in keys], [str(a).encode() for a in args]
 
@@ -363,5 +366,15 @@ def _counted(line: Line, used: float, period: str) -> Line:
     """`line` with `used`, counted in `period`: a later one than the line's own when
     another process's clock is ahead (then it also resets when that ends)."""
     if period == line.period:
-        return replace(line, used=used)
+        # As `replace(line, used=used)`, without its look at the fields (every search).
+        return Line(
+            line.index,
+            line.name,
+            line.period,
+            line.limit,
+            line.amount,
+            line.resets_at,
+            used,
+            line.keep_until,
+        )
     return replace(line, period=period, resets_at=period_end(period), used=used)
