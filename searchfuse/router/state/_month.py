@@ -7,6 +7,7 @@ functions, so the month's turn means the same on each.
 from __future__ import annotations
 
 import calendar
+import functools
 import logging
 import threading
 import time
@@ -59,6 +60,7 @@ _last_month: tuple[float, float, str] = (0.0, 0.0, "")
 ROLLOVER_GRACE = 600.0
 
 
+@functools.lru_cache(maxsize=64)  # asked twice on every search, of the same month
 def next_month(month: str) -> str:
     """`"2026-12"` for `"2026-11"`: the month after `month` (YYYY-MM)."""
     year, mon = int(month[:4]), int(month[5:7])
