@@ -2,10 +2,12 @@
 
 `state="redis://host:6379/0"` (also `rediss://` and `unix:///path.sock`),
 with `pip install ".[redis]"`. Each key and account is one hash, so
-a search touches only its own records. Every read-modify-write is one
-optimistic transaction (`WATCH` the records read, then `MULTI`/`EXEC`;
-a conflicting write from another process makes it start over), so the 429
-hold, a key's park and the pacing decision are atomic across hosts. Time
+a search touches only its own records. A search's grant is one Lua script
+(`_redis_grant`, sent the short way of `_redis_wire`); every other
+read-modify-write is one optimistic transaction (`WATCH` the records read,
+then `MULTI`/`EXEC`; a conflicting write from another process makes it start
+over), so the 429 hold, a key's park and the pacing decision are atomic
+across hosts. Time
 decisions use the router's clock, never the server's `TIME`; Redis expiry
 only collects records that no longer matter (pacing logs past their window,
 a finished hold, last month's keys, expired cache entries).
