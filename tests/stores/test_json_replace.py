@@ -48,10 +48,11 @@ def test_every_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None
     store.update(NOW, bump)
     created = path.stat()
     assert stat.S_IMODE(created.st_mode) == 0o600
-    for _ in range(5):
-        store.update(NOW, bump)
-    after = path.stat()
-    assert after.st_ino != created.st_ino  # a new file, renamed over the old one
+    with open(path, "rb"):  # held open, its inode number cannot be given to a new file
+        for _ in range(5):
+            store.update(NOW, bump)
+        after = path.stat()
+    assert after.st_ino != created.st_ino  # a new file took the old one's place
     assert stat.S_IMODE(after.st_mode) == 0o600
     assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 6
     # Nothing else beside it but the lock file (no temp file left behind).

@@ -4,13 +4,16 @@ way behind it whenever that fails."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
 import uuid
 from typing import Any
 
 import pytest
 
+from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Charge, RedisStore
 from searchfuse.router.state._redis_tx import keep_ms
 
@@ -206,3 +209,75 @@ def test_a_counted_line_is_the_line_with_its_use() -> None:
 
     line = Line(2, "user:u-1:usd:month", "2026-01", 5.0, 0.75, MONTH_END, 1.5, MONTH_END + 9)
     assert _counted(line, 3.25, "2026-01") == replace(line, used=3.25)
+
+
+class _LosingProxy:
+    """A loopback TCP proxy in front of Redis that, once armed, lets the next
+    `EVALSHA` through to the server and closes the client's connection instead of
+    handing it the reply: the script ran, its answer never arrived."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.armed = False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            asked = {"evalsha": False}
+            threading.Thread(target=self._pump, args=(client, server, asked, True)).start()
+            threading.Thread(target=self._pump, args=(server, client, asked, False)).start()
+
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, asked: dict[str, bool], up: bool
+    ) -> None:
+        try:
+            while chunk := src.recv(65536):
+                if up:
+                    asked["evalsha"] = b"EVALSHA" in chunk
+                elif self.armed and asked["evalsha"]:
+                    self.armed = False
+                    break  # the reply is dropped and the client's connection closed
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_grant_whose_reply_is_lost_after_the_script_ran_is_not_run_again(
+    redis_url: str,
+) -> None:
+    """The command left and the server ran it; the connection dropped before the
+    answer came. Running it again (the ordinary way behind the short one) would
+    count the search twice and take a second pacing slot: the store says it
+    cannot be reached instead, as redis-py's own way does."""
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    proxy = _LosingProxy((host, int(port)))
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    s = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", namespace=namespace)
+    try:
+        for at in (0, 1):
+            assert grant(s, NOW + at).verdict == "ok"
+        proxy.armed = True
+        with pytest.raises(StoreUnavailable, match="cannot be reached"):
+            grant(s, NOW + 2)
+        assert not proxy.armed  # the reply that was lost was the grant's
+        direct = RedisStore(redis_url, namespace=namespace)
+        assert direct.read(NOW + 3).keys[FP].searches == 3  # counted once, not twice
+        assert direct.pacing_log(f"search:{FP}") == [NOW, NOW + 1, NOW + 2]
+        assert grant(s, NOW + 3).verdict == "ok"  # and the next search goes on
+        direct.close()
+    finally:
+        s.close()
+        proxy.close()

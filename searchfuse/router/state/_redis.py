@@ -281,7 +281,13 @@ class RedisStore(RedisBase, Store):
     def run_script(self, command: Packed, values: list[bytes]) -> Any:
         """Run the grant script (`_redis_grant.GRANT`): `command` with `values` in
         its holes, the short way (`_redis_wire`), else redis-py's."""
-        reply = self._wire.send(command.filled(values))
+        try:
+            reply = self._wire.send(command.filled(values))
+        except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+            # Sent, and perhaps run: never run again here (see `_redis_wire`).
+            raise self._unavailable(exc) from None
+        except self._redis.RedisError as exc:
+            raise self._answered(exc) from None
         if reply is MISSED:
             words = command.words_with(values)
             n = 3 + int(words[2])

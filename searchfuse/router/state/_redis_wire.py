@@ -8,11 +8,15 @@ the bytes Redis reads (RESP), with holes for the words that change; `Wire`
 sends it on one connection of the client's pool that it keeps, and reads the
 reply with that connection's own parser.
 
-The short way only ever adds an attempt: when the connection is busy (another
-thread), lost, or the server answers an error (the script not loaded yet
-after a restart, a key of another type), the caller takes the ordinary way,
-`Script.__call__` inside `_call`, with its loading, its retries and its errors
-named.
+The short way never runs a grant twice. Before the command leaves, anything
+that stops it (the connection busy in another thread, none to be had, the
+kept one closed by the server meanwhile: reconnected first, as redis-py's
+pool does) sends the caller the ordinary way, `Script.__call__` inside
+`_call`, with its loading and its errors named; so does an error the server
+answers (the script not loaded after a restart, a key of another type). Once
+the command has left, a lost connection or a timeout is raised as it is: the
+server may have run the script, and running it again would count the search
+twice (redis-py's own way does not retry either).
 """
 
 from __future__ import annotations
@@ -81,28 +85,38 @@ class Wire:
         _WIRES.add(self)
 
     def send(self, command: bytes) -> Any:
-        """The server's reply to `command`, or `MISSED` (take the ordinary way)."""
+        """The server's reply to `command`, or `MISSED` (take the ordinary way);
+        a connection lost or timed out after the command left is raised."""
         if self._pool is None or not self._lock.acquire(blocking=False):
             return MISSED
         try:
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._pool.get_connection()
             try:
-                conn.send_packed_command([command])
+                conn = self._ready()
+            except self._errors:
+                self._drop()
+                return MISSED  # nothing was sent: the ordinary way tells why
+            try:
+                conn.send_packed_command([command], check_health=False)
                 return conn.read_response()
             except self._answered:
                 return MISSED  # the reply was read whole: the connection stays usable
-            except self._errors:
-                self._drop()
-                return MISSED
             except BaseException:
                 self._drop()
                 raise
-        except self._errors:
-            return MISSED  # no connection to be had: the ordinary way tells why
         finally:
             self._lock.release()
+
+    def _ready(self) -> Any:
+        """The kept connection, connected and with nothing to read (a connection
+        the server closed reads as its end): made again if it is not."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._pool.get_connection()
+        conn.connect()
+        if conn.can_read():
+            conn.disconnect()
+            conn.connect()
+        return conn
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
