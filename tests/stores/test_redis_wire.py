@@ -16,6 +16,7 @@ import pytest
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state import Charge, RedisStore
 from searchfuse.router.state._redis_tx import keep_ms
+from searchfuse.router.state._redis_wire import MISSED
 
 NOW = 1_768_478_400.0  # 2026-01-15 12:00 UTC
 MONTH_END = 1_769_904_000.0  # 2026-02-01 00:00 UTC
@@ -255,17 +256,20 @@ class _LosingProxy:
         self.listener.close()
 
 
+@pytest.mark.parametrize("way", ["short", "ordinary"])
 def test_a_grant_whose_reply_is_lost_after_the_script_ran_is_not_run_again(
-    redis_url: str,
+    redis_url: str, way: str
 ) -> None:
     """The command left and the server ran it; the connection dropped before the
-    answer came. Running it again (the ordinary way behind the short one) would
-    count the search twice and take a second pacing slot: the store says it
-    cannot be reached instead, as redis-py's own way does."""
+    answer came. Running it again (the ordinary way behind the short one, or a
+    retry of redis-py's) would count the search twice and take a second pacing
+    slot: the store says it cannot be reached instead, either way."""
     host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
     proxy = _LosingProxy((host, int(port)))
     namespace = f"t{uuid.uuid4().hex[:12]}"
     s = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", namespace=namespace)
+    if way == "ordinary":
+        s._wire.send = lambda command: MISSED  # type: ignore[method-assign]
     try:
         for at in (0, 1):
             assert grant(s, NOW + at).verdict == "ok"

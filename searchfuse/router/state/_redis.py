@@ -81,7 +81,10 @@ class RedisStore(RedisBase, Store):
             keys may share a server under different namespaces; default
             `"searchfuse"`). A router that opens Redis from a URL uses its key
             set's namespace unless the URL names one (see `state/_fleet.py`).
-        client: an existing `redis.Redis` to use instead of `url`.
+        client: an existing `redis.Redis` to use instead of `url`. Its retry
+            policy applies where searchfuse goes through redis-py: a client
+            that retries a command after a timeout may run a grant twice
+            (the one made from `url` does not retry).
     """
 
     blocking = True
