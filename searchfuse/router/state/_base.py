@@ -16,6 +16,7 @@ from searchfuse.router.state._ring import Ring
 __all__ = ["Changes", "Store", "TxState"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -208,6 +209,8 @@ class TxState(State):
         self.seen_accounts: dict[str, AccountUsage | None] = {}
         self.hold_before = (hold_until, hold_key)
         self.rings_changed = False
+        #: Each pacing log as it was before this transaction took a slot in it.
+        self.seen_rings: dict[str, Ring | None] = {}
 
     @classmethod
     def over(cls, state: State) -> TxState:
@@ -277,10 +280,23 @@ class TxState(State):
         return super().account(account_id)
 
     def take(self, name: str, limit: int, window: float, now: float) -> float:
+        if name not in self.seen_rings:
+            ring = self.rings.get(name)  # a copy shares the times until one changes
+            self.seen_rings[name] = None if ring is None else ring.copy()
         log = RingLog(self.rings)
         wait = take_slot(log, name, limit, window, now)
         self.rings_changed = self.rings_changed or log.changed
         return wait
+
+    def roll_back(self) -> None:
+        """Put back every record and pacing log this transaction changed, as they
+        were before it: for a store whose transaction works on its records in
+        place (`over`) and did not finish. The hold and events are applied only
+        by a transaction that finished."""
+        _put_back(self.keys, self.seen_keys)
+        _put_back(self.accounts, self.seen_accounts)
+        _put_back(self.tallies, self.seen_tallies)
+        _put_back(self.rings, self.seen_rings)
 
     def changed(self) -> bool:
         """Whether this transaction changed anything at all."""
@@ -331,3 +347,12 @@ class TxState(State):
 def logged(log: list[dict[str, Any]], events: list[Event]) -> list[dict[str, Any]]:
     """`log` (stored events, oldest first) with `events` added, the oldest dropped."""
     return (log + [event_to_fields(e) for e in events])[-MAX_EVENTS:]
+
+
+def _put_back(records: dict[str, R], seen: dict[str, R | None]) -> None:
+    """Make `records` hold what `seen` remembers (`None`: no record)."""
+    for name, before in seen.items():
+        if before is None:
+            records.pop(name, None)
+        else:
+            records[name] = before

@@ -90,7 +90,7 @@ def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, str]] | None = No
 
 
 def _same_ring(a: Ring, b: Ring) -> bool:
-    return a.size == b.size and a.seq == b.seq and a.slots == b.slots
+    return a.size == b.size and a.seq == b.seq and (a.slots is b.slots or a.slots == b.slots)
 
 
 #: The sections whose entries `JsonFileStore` remembers as lines, and how it

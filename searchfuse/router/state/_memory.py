@@ -66,7 +66,11 @@ class MemoryStore(Store):
         with self._lock:
             state = self._current(now)
             tx = TxState.over(state)
-            result = change(tx)
+            try:
+                result = change(tx)
+            except BaseException:
+                tx.roll_back()  # all or nothing, as every store
+                raise
             state.hold_until, state.hold_key = tx.hold_until, tx.hold_key
             made = tx.made_events(now)
             if made:

@@ -19,22 +19,38 @@ class Ring:
     costs one slot read and one slot write per event whatever `size` is.
     """
 
-    __slots__ = ("high", "seq", "size", "slots")
+    __slots__ = ("_shared", "high", "seq", "size", "slots")
 
     def __init__(self, size: int, seq: int = 0, slots: list[float | None] | None = None) -> None:
         self.size = size
         self.seq = seq
         #: Grows to `size` as events come: a rate of a million costs nothing until used.
+        #: Read it freely; change it only through `set` or `own_slots` (it may be shared).
         self.slots: list[float | None] = slots if slots is not None else []
         #: No stored time is later than this (`None`: not known yet). It spares a look
         #: at every slot for a time later than now on each event.
         self.high: float | None = None
+        #: `slots` may be another ring's too (see `copy`).
+        self._shared = False
 
     def copy(self) -> Ring:
-        """A ring with the same times, to change freely."""
-        ring = Ring(self.size, self.seq, list(self.slots))
+        """A ring with the same times, to change freely.
+
+        The copy shares this ring's slots until either changes one (then that
+        one takes a list of its own): a log of a high rate holds thousands of
+        times, and a transaction copies every log it may change.
+        """
+        ring = Ring(self.size, self.seq, self.slots)
         ring.high = self.high
+        ring._shared = self._shared = True
         return ring
+
+    def own_slots(self) -> list[float | None]:
+        """`slots`, to change in place (copied first if another ring shares them)."""
+        if self._shared:
+            self.slots = list(self.slots)
+            self._shared = False
+        return self.slots
 
     def get(self, index: int) -> float | None:
         """The time in slot `index` (`None`: never used)."""
@@ -42,9 +58,10 @@ class Ring:
 
     def set(self, index: int, t: float | None) -> None:
         """Put time `t` in slot `index`."""
-        if index >= len(self.slots):
-            self.slots.extend([None] * (index + 1 - len(self.slots)))
-        self.slots[index] = t
+        slots = self.own_slots()
+        if index >= len(slots):
+            slots.extend([None] * (index + 1 - len(slots)))
+        slots[index] = t
         high = self.high
         if high is not None and t is not None and t > high:
             self.high = t

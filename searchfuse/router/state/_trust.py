@@ -71,7 +71,7 @@ def clamp_slots(ring: Ring, name: str, now: float) -> bool:
         if t is not None and t > now:
             if not changed:
                 future_slot(name, t, now)
-            ring.slots[i] = now
+            ring.own_slots()[i] = now
             changed = True
     ring.high = max((t for t in ring.slots if t is not None), default=now)
     return changed
