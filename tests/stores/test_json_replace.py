@@ -547,3 +547,50 @@ def test_a_patched_pacing_log_is_byte_for_byte_the_packed_whole(size: int) -> No
         if log is None or not log.patch(ring):
             log = _json_text._PackedLog(ring)
         assert bytes(log.b64) == binascii.b2a_base64(pack_slots(ring.slots), newline=False)
+
+
+@pytest.mark.parametrize("what", ["keys file", "directory", "state of another writer"])
+def test_what_takes_the_path_between_the_check_and_the_swap_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """The file swapped out is the one the write checked, or is checked now: a keys
+    file copied to the path a moment before the swap is never removed, and a
+    directory is named as not state; another writer's state is replaced, as ever."""
+    if not _can_swap(tmp_path):
+        pytest.skip("this file system cannot swap two names")
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    keys_file = b'{"version": 2, "keys": [{"key": "tvly-dev-test0001"}]}'
+    other = tmp_path / "other" / "quota.json"
+    other.parent.mkdir()
+    JsonFileStore(other).update(NOW, fill(2))
+    real = _files._find_renameat2()
+    swaps: list[int] = []
+
+    def swap_after_a_copy(*args: Any) -> int:
+        if not swaps:  # someone copies a file to the path just before the swap
+            if what == "directory":
+                path.unlink()
+                path.mkdir()
+            else:
+                tmp = tmp_path / "copied"
+                tmp.write_bytes(keys_file if what == "keys file" else other.read_bytes())
+                tmp.chmod(0o600)
+                os.replace(tmp, path)
+        swaps.append(1)
+        return int(real(*args))
+
+    monkeypatch.setattr(_files, "_renameat2", swap_after_a_copy)
+    if what == "state of another writer":
+        store.update(NOW, bump)
+        state = json.loads(path.read_bytes())
+        assert state["keys"]["fp1"]["searches"] == 2 and "fp0001" not in state["keys"]
+    else:
+        with pytest.raises(ConfigError, match="not a searchfuse state file"):
+            store.update(NOW, bump)
+        if what == "keys file":
+            assert path.read_bytes() == keys_file  # untouched
+        else:
+            assert path.is_dir()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
