@@ -315,3 +315,16 @@ def test_a_client_with_a_small_pool_keeps_all_of_it_for_the_ordinary_way(
     assert s.read(later + 1).keys[FP].searches == 2
     s.close()
     pool.disconnect()
+
+
+def test_a_client_that_answers_bytes_is_named_when_the_store_is_made(redis_url: str) -> None:
+    """Every answer the store reads is text: a client made without
+    decode_responses=True failed each grant with "200 conflicting writes"."""
+    import redis
+
+    from searchfuse.errors import ConfigError
+
+    client = redis.Redis.from_url(redis_url)
+    with pytest.raises(ConfigError, match="decode_responses=True"):
+        RedisStore(client=client, namespace=f"t{uuid.uuid4().hex[:12]}")
+    client.close()
