@@ -82,11 +82,7 @@ def is_own_temp(candidate: Path, path: Path) -> bool:
         info = candidate.lstat()
     except OSError:
         return False
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_uid == os.getuid()
-        and stat.S_IMODE(info.st_mode) == PRIVATE
-    )
+    return _cleanable(info)
 
 
 def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -> list[Path]:
@@ -227,13 +223,22 @@ def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
     file is a cache and never fsynced: after a power cut it may come back
     empty, and is then read as empty state. Anywhere the swap is refused
     (another system, a file system without it, no file at `path` yet) this is
-    `os.replace`. The old file is looked at (`replaces`) before it is removed:
-    a file that came to the path since the caller checked it is put back.
+    `os.replace`; so it is over a file that, killed before the unlink, this
+    would leave where `clean_stale_temps` never removes it (a symbolic link,
+    another user's file, a file of another mode: the skill's, naming keys).
+    The old file is looked at (`replaces`) before it is removed: a file that
+    came to the path since the caller checked it is put back.
     """
     global _renameat2
     if _renameat2 is None:
         _renameat2 = _find_renameat2()
-    if _renameat2 is False or not os.path.isfile(path):
+    try:
+        old = os.lstat(path)
+    except OSError:
+        old = None
+    if _renameat2 is False or old is None or not _cleanable(old):
+        # Nothing to swap with, or a file that, left under the temp file's name by
+        # a kill before the unlink, `clean_stale_temps` would never remove.
         os.replace(tmp, path)
         return
     if _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE):
@@ -249,6 +254,15 @@ def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
         # Not the file checked, or not a file (a directory swapped in meanwhile): swap back.
         _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE)
         raise
+
+
+def _cleanable(info: os.stat_result) -> bool:
+    """True for a file `is_own_temp` would take for ours: regular, this user's, 0600."""
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) == PRIVATE
+    )
 
 
 def _find_renameat2() -> Any:

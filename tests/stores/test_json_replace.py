@@ -482,6 +482,43 @@ def test_a_writer_killed_between_the_swap_and_the_unlink_leaves_the_new_state(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
 
 
+@pytest.mark.parametrize("kind", ["a state file of another mode", "the skill's file, raw keys"])
+def test_a_file_the_cleaner_would_not_remove_is_never_left_under_a_temp_name(
+    tmp_path: Path, kind: str
+) -> None:
+    """What a swap puts under the temp file's name is removed by the next load only
+    when it is provably a temp file of ours (mode 0600, this user's). A state file
+    of another mode, or the skill's file naming keys raw, is replaced the plain
+    way: a writer killed at any moment never leaves it behind."""
+    if not _can_swap(tmp_path):
+        pytest.skip("this file system cannot swap two names")
+    path = tmp_path / "quota.json"
+    if kind == "the skill's file, raw keys":
+        old = {"month": "2026-01", "keys": {"tvly-dev-test0001": {"searches": 1}}}
+        path.write_text(json.dumps(old))
+        path.chmod(0o644)
+    else:
+        JsonFileStore(path).update(NOW, bump)
+        path.chmod(0o644)
+    # Stuck from the first write on: the one that rewrites the skill's file by fingerprint.
+    script = _KILLED_AFTER_SWAP.replace("store = JsonFileStore(Path(sys.argv[1]))\n", "")
+    script = script.replace("store.update(", "JsonFileStore(Path(sys.argv[1])).update(")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert writer.stdout is not None
+        writer.stdout.readline()  # "swapped" (then killed there), or the end of a write
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    assert JsonFileStore(path).read(NOW).keys["fp1"].searches == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
+    assert b"tvly-dev-test0001" not in path.read_bytes()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
 def test_pacing_logs_patched_between_saves_are_written_as_packed_whole() -> None:
     """A save packs a pacing log by patching its last save's bytes when only a few
     events were added; whatever else happened to the log (more events, a resize,
