@@ -328,3 +328,19 @@ def test_a_client_that_answers_bytes_is_named_when_the_store_is_made(redis_url: 
     with pytest.raises(ConfigError, match="decode_responses=True"):
         RedisStore(client=client, namespace=f"t{uuid.uuid4().hex[:12]}")
     client.close()
+
+
+def test_a_pacing_log_rebuilt_for_a_new_rate_expires_even_when_the_grant_is_paced(
+    redis_url: str,
+) -> None:
+    """A new rate rebuilds the log (the careful way); the grant that rebuilt it may
+    then be paced and take no slot. The log still expires a window after its
+    newest time, as one written by a grant does (it was kept for ever)."""
+    s = store(redis_url)
+    for at in (0, 1, 2):
+        assert grant(s, NOW + at, rpm=3).verdict == "ok"
+    assert grant(s, NOW + 3, rpm=2).verdict == "paced"  # rebuilt with two slots, none free
+    ring = s.ring_key(f"search:{FP}")
+    assert s.client.hget(ring, "size") == "2"
+    assert 60 <= ttl(s, ring) <= 120
+    s.close()
