@@ -8,6 +8,7 @@ byte-identical backup.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -15,6 +16,7 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ except ImportError:  # pragma: no cover - not on POSIX: temp files age out inste
 
 __all__ = [
     "STALE_TEMP_AGE",
+    "Replaced",
     "atomic_write",
     "backup",
     "clean_stale_temps",
@@ -79,11 +82,7 @@ def is_own_temp(candidate: Path, path: Path) -> bool:
         info = candidate.lstat()
     except OSError:
         return False
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_uid == os.getuid()
-        and stat.S_IMODE(info.st_mode) == PRIVATE
-    )
+    return _cleanable(info)
 
 
 def clean_stale_temps(path: Path, now: float, max_age: float = STALE_TEMP_AGE) -> list[Path]:
@@ -147,14 +146,32 @@ def _hold(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool = True) -> None:
+class Replaced(OSError):
+    """The file at the path is not the one the write was told it replaces: put back."""
+
+
+#: A check of the file a write takes the place of (its `lstat`): True to replace it.
+Replaces = Callable[[os.stat_result], bool]
+
+
+def atomic_write(
+    path: Path,
+    data: bytes,
+    mode: int = PRIVATE,
+    *,
+    durable: bool = True,
+    replaces: Replaces | None = None,
+) -> None:
     """Write `data` to `path` atomically: a temp file in the same folder, fsync, rename.
 
     Readers see the old content or the new one, never a half-written file.
     The file is created with `mode` (0600) before any byte is written.
     `durable=False` skips the fsyncs, for files that are a cache (router
     state): a killed process never leaves a torn file, and a power cut may
-    lose the last updates or leave the file empty (see `_swap_in`).
+    lose the last updates or leave the file empty (see `_swap_in`). There,
+    where the file is swapped in, `replaces` is asked about the file it took
+    the place of; if it says no (something else came to the path since the
+    caller looked), that file is put back and `Replaced` raised.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -170,7 +187,7 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE, *, durable: bool 
             os.fsync(fd)
             os.replace(tmp, path)
         else:
-            _swap_in(tmp, path)
+            _swap_in(tmp, path, replaces)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -195,7 +212,7 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def _swap_in(tmp: str, path: Path) -> None:
+def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
     """Put the file at `tmp` in place of `path`, atomically, as `os.replace` does.
 
     On Linux the two names are swapped (`renameat2(RENAME_EXCHANGE)`) and the
@@ -206,25 +223,46 @@ def _swap_in(tmp: str, path: Path) -> None:
     file is a cache and never fsynced: after a power cut it may come back
     empty, and is then read as empty state. Anywhere the swap is refused
     (another system, a file system without it, no file at `path` yet) this is
-    `os.replace`.
+    `os.replace`; so it is over a file that, killed before the unlink, this
+    would leave where `clean_stale_temps` never removes it (a symbolic link,
+    another user's file, a file of another mode: the skill's, naming keys).
+    The old file is looked at (`replaces`) before it is removed: a file that
+    came to the path since the caller checked it is put back.
     """
     global _renameat2
     if _renameat2 is None:
         _renameat2 = _find_renameat2()
-    if _renameat2 is False or not os.path.isfile(path):
+    try:
+        old = os.lstat(path)
+    except OSError:
+        old = None
+    if _renameat2 is False or old is None or not _cleanable(old):
+        # Nothing to swap with, or a file that, left under the temp file's name by
+        # a kill before the unlink, `clean_stale_temps` would never remove.
         os.replace(tmp, path)
         return
     if _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE):
         os.replace(tmp, path)  # refused here (EINVAL on this file system, ENOENT...)
         return
     try:
+        if replaces is not None and not replaces(os.lstat(tmp)):
+            raise Replaced(errno.EEXIST, "changed since it was checked", str(path))
         os.unlink(tmp)
     except FileNotFoundError:
         pass  # a cleaner took it for an abandoned temp file: it was going
     except OSError:
-        # Not a file after all (a directory swapped in meanwhile): swap back.
+        # Not the file checked, or not a file (a directory swapped in meanwhile): swap back.
         _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE)
         raise
+
+
+def _cleanable(info: os.stat_result) -> bool:
+    """True for a file `is_own_temp` would take for ours: regular, this user's, 0600."""
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) == PRIVATE
+    )
 
 
 def _find_renameat2() -> Any:

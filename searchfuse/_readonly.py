@@ -69,12 +69,46 @@ def blocked_write(state: Path) -> str | None:
     return None
 
 
+#: Copies made of a database while its writer checkpointed, before one is kept anyway.
+_COPY_TRIES = 20
+
+
 def private_copy(state: Path, folder: Path) -> Path:
     """A copy of the state file `state` (with SQLite's WAL, which holds its latest
-    changes) in `folder`, readable and writable by this user only."""
-    for source in (state, Path(f"{state}-wal")):
-        if source.exists():
+    changes) in `folder`, readable and writable by this user only.
+
+    The database and its WAL are copied one after the other: a writer that
+    checkpoints in between (the WAL's changes moved into the database, the WAL
+    started again) would leave a database without those changes beside a WAL
+    that no longer holds them. The copy is made again until neither the
+    database nor the WAL's header changed while it was made.
+    """
+    wal = Path(f"{state}-wal")
+    for _ in range(_COPY_TRIES):
+        before = _generation(state, wal)
+        for source in (state, wal):
             target = folder / source.name
-            shutil.copyfile(source, target)
+            try:
+                shutil.copyfile(source, target)
+            except FileNotFoundError:
+                target.unlink(missing_ok=True)  # none (any more): none in the copy
+                continue
             os.chmod(target, 0o600)
+        if _generation(state, wal) == before:
+            break
     return folder / state.name
+
+
+def _generation(state: Path, wal: Path) -> tuple[object, ...]:
+    """What a checkpoint changes: the database file, and the WAL's header (its
+    salts change when it starts again)."""
+    try:
+        info = state.stat()
+    except OSError:
+        return ()
+    try:
+        with open(wal, "rb") as fh:
+            header = fh.read(32)
+    except OSError:
+        header = b""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, header)

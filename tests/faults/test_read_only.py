@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,3 +143,51 @@ def test_state_this_user_cannot_read_is_named_with_its_owner(
         assert "run the command as the user who owns it" in done.stderr
         assert "Traceback" not in done.stderr
     assert json.loads(done.stdout)["error"] == "usage"
+
+
+def test_a_private_copy_made_while_a_writer_checkpoints_is_one_whole_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database and its WAL are copied one after the other. A checkpoint
+    between the two (the WAL's changes moved into the database, the WAL started
+    again) would pair a database without those changes with a WAL that no longer
+    holds them: the copy would show the state of up to `CHECKPOINT_EVERY`
+    commits ago for every record written only then."""
+    import sqlite3
+
+    from searchfuse import _readonly
+    from searchfuse.router.state import SqliteStore
+
+    now = 1_768_478_400.0
+    path = tmp_path / "searchfuse.db"
+    store = SqliteStore(path)
+    for i in range(40):  # many records: they fill more than one page
+        store.update(now, lambda s, i=i: setattr(s.key(f"fp{i:03d}"), "last_error", "x" * 200))
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def count(s: Any) -> None:
+        s.key("fp000").searches += 1
+
+    for _ in range(30):  # only in the WAL
+        store.update(now, count)
+    copies: list[str] = []
+    real = shutil.copyfile
+
+    def copy_then_write(source: Any, target: Any) -> Any:
+        out = real(source, target)
+        copies.append(str(source))
+        if len(copies) == 1:  # the database copied, its WAL not yet: a writer checkpoints
+            with sqlite3.connect(path) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store.update(now, lambda s: setattr(s.key("fp039"), "searches", 5))
+        return out
+
+    monkeypatch.setattr(_readonly.shutil, "copyfile", copy_then_write)
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    copy = _readonly.private_copy(path, folder)
+    state = SqliteStore(copy).read(now)
+    assert state.keys["fp000"].searches == 30
+    assert state.keys["fp039"].searches in (0, 5)
+    store.close()

@@ -482,6 +482,43 @@ def test_a_writer_killed_between_the_swap_and_the_unlink_leaves_the_new_state(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
 
 
+@pytest.mark.parametrize("kind", ["a state file of another mode", "the skill's file, raw keys"])
+def test_a_file_the_cleaner_would_not_remove_is_never_left_under_a_temp_name(
+    tmp_path: Path, kind: str
+) -> None:
+    """What a swap puts under the temp file's name is removed by the next load only
+    when it is provably a temp file of ours (mode 0600, this user's). A state file
+    of another mode, or the skill's file naming keys raw, is replaced the plain
+    way: a writer killed at any moment never leaves it behind."""
+    if not _can_swap(tmp_path):
+        pytest.skip("this file system cannot swap two names")
+    path = tmp_path / "quota.json"
+    if kind == "the skill's file, raw keys":
+        old = {"month": "2026-01", "keys": {"tvly-dev-test0001": {"searches": 1}}}
+        path.write_text(json.dumps(old))
+        path.chmod(0o644)
+    else:
+        JsonFileStore(path).update(NOW, bump)
+        path.chmod(0o644)
+    # Stuck from the first write on: the one that rewrites the skill's file by fingerprint.
+    script = _KILLED_AFTER_SWAP.replace("store = JsonFileStore(Path(sys.argv[1]))\n", "")
+    script = script.replace("store.update(", "JsonFileStore(Path(sys.argv[1])).update(")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert writer.stdout is not None
+        writer.stdout.readline()  # "swapped" (then killed there), or the end of a write
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    assert JsonFileStore(path).read(NOW).keys["fp1"].searches == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
+    assert b"tvly-dev-test0001" not in path.read_bytes()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
 def test_pacing_logs_patched_between_saves_are_written_as_packed_whole() -> None:
     """A save packs a pacing log by patching its last save's bytes when only a few
     events were added; whatever else happened to the log (more events, a resize,
@@ -547,3 +584,50 @@ def test_a_patched_pacing_log_is_byte_for_byte_the_packed_whole(size: int) -> No
         if log is None or not log.patch(ring):
             log = _json_text._PackedLog(ring)
         assert bytes(log.b64) == binascii.b2a_base64(pack_slots(ring.slots), newline=False)
+
+
+@pytest.mark.parametrize("what", ["keys file", "directory", "state of another writer"])
+def test_what_takes_the_path_between_the_check_and_the_swap_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """The file swapped out is the one the write checked, or is checked now: a keys
+    file copied to the path a moment before the swap is never removed, and a
+    directory is named as not state; another writer's state is replaced, as ever."""
+    if not _can_swap(tmp_path):
+        pytest.skip("this file system cannot swap two names")
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    store.update(NOW, bump)
+    keys_file = b'{"version": 2, "keys": [{"key": "tvly-dev-test0001"}]}'
+    other = tmp_path / "other" / "quota.json"
+    other.parent.mkdir()
+    JsonFileStore(other).update(NOW, fill(2))
+    real = _files._find_renameat2()
+    swaps: list[int] = []
+
+    def swap_after_a_copy(*args: Any) -> int:
+        if not swaps:  # someone copies a file to the path just before the swap
+            if what == "directory":
+                path.unlink()
+                path.mkdir()
+            else:
+                tmp = tmp_path / "copied"
+                tmp.write_bytes(keys_file if what == "keys file" else other.read_bytes())
+                tmp.chmod(0o600)
+                os.replace(tmp, path)
+        swaps.append(1)
+        return int(real(*args))
+
+    monkeypatch.setattr(_files, "_renameat2", swap_after_a_copy)
+    if what == "state of another writer":
+        store.update(NOW, bump)
+        state = json.loads(path.read_bytes())
+        assert state["keys"]["fp1"]["searches"] == 2 and "fp0001" not in state["keys"]
+    else:
+        with pytest.raises(ConfigError, match="not a searchfuse state file"):
+            store.update(NOW, bump)
+        if what == "keys file":
+            assert path.read_bytes() == keys_file  # untouched
+        else:
+            assert path.is_dir()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

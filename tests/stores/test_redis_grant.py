@@ -191,7 +191,20 @@ def outcome(store: RedisStore, at: float) -> Any:
     # Each tally's time to live on the server, to the second (both count from `now`).
     ttls = [round(store.client.pttl(store.tally_key(n)) / 1000) for n in names]
     events = [(e.kind, e.key, e.detail) for e in store.events()]
-    return state.keys, state.accounts, state.hold_until, state.hold_key, log, tallies, ttls, events
+    # The key's record, its account's and its pacing log expire (or are absent) alike.
+    records = (store.k(FP), store.a("acct"), store.ring_key(f"search:{FP}"))
+    expiring = [min(store.client.pttl(name), 1) for name in records]
+    return (
+        state.keys,
+        state.accounts,
+        state.hold_until,
+        state.hold_key,
+        log,
+        tallies,
+        ttls,
+        events,
+        expiring,
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES) + list(BUDGETS))
@@ -291,6 +304,10 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         # The hold's key is read as text the stores trust (masked, bounded).
         held_by("tvly-dev-abcdefghijklmnop1234"),
         held_by("f" * 3000),
+        # Records an older version or a hand left without an expiry: given one again.
+        lambda store: store.client.persist(store.k(FP)),
+        lambda store: store.client.persist(store.a("acct")),
+        lambda store: store.client.persist(store.ring_key(f"search:{FP}")),
     ],
     ids=[
         "bad count",
@@ -324,6 +341,9 @@ def held_by(name: str) -> Callable[[RedisStore], None]:
         "empty cooldown_until",
         "a hold naming a raw key",
         "a hold naming a long key",
+        "a key kept for ever",
+        "an account kept for ever",
+        "a pacing log kept for ever",
     ],
 )
 def test_what_the_script_does_not_take_as_it_is_goes_the_careful_way(

@@ -285,3 +285,62 @@ def test_a_grant_whose_reply_is_lost_after_the_script_ran_is_not_run_again(
     finally:
         s.close()
         proxy.close()
+
+
+@pytest.mark.parametrize("kind", ["ConnectionPool", "BlockingConnectionPool"])
+def test_a_client_with_a_small_pool_keeps_all_of_it_for_the_ordinary_way(
+    redis_url: str, kind: str
+) -> None:
+    """The grant's kept connection is its own, not one of the client's pool: a
+    pool bounded to what the store needs at once (two, when a month starts) is
+    not left one short by it."""
+    import redis
+
+    options: dict[str, Any] = {"max_connections": 2, "decode_responses": True}
+    if kind == "BlockingConnectionPool":
+        options["timeout"] = 0.05
+    pool = getattr(redis, kind).from_url(redis_url, **options)
+    s = RedisStore(client=redis.Redis(connection_pool=pool), namespace=f"t{uuid.uuid4().hex[:12]}")
+    for at in (0, 1, 2):
+        assert grant(s, NOW + at).verdict == "ok"
+    assert s._wire._conn is not None  # the short way was taken
+
+    def bump(state: Any) -> None:
+        state.key(FP).searches += 1
+
+    later = MONTH_END + 10 * 86400
+    s.update(later, bump)  # a new month: two of the pool's connections at once
+    assert s.read(later).keys[FP].searches == 1
+    assert grant(s, later + 1).verdict == "ok"
+    assert s.read(later + 1).keys[FP].searches == 2
+    s.close()
+    pool.disconnect()
+
+
+def test_a_client_that_answers_bytes_is_named_when_the_store_is_made(redis_url: str) -> None:
+    """Every answer the store reads is text: a client made without
+    decode_responses=True failed each grant with "200 conflicting writes"."""
+    import redis
+
+    from searchfuse.errors import ConfigError
+
+    client = redis.Redis.from_url(redis_url)
+    with pytest.raises(ConfigError, match="decode_responses=True"):
+        RedisStore(client=client, namespace=f"t{uuid.uuid4().hex[:12]}")
+    client.close()
+
+
+def test_a_pacing_log_rebuilt_for_a_new_rate_expires_even_when_the_grant_is_paced(
+    redis_url: str,
+) -> None:
+    """A new rate rebuilds the log (the careful way); the grant that rebuilt it may
+    then be paced and take no slot. The log still expires a window after its
+    newest time, as one written by a grant does (it was kept for ever)."""
+    s = store(redis_url)
+    for at in (0, 1, 2):
+        assert grant(s, NOW + at, rpm=3).verdict == "ok"
+    assert grant(s, NOW + 3, rpm=2).verdict == "paced"  # rebuilt with two slots, none free
+    ring = s.ring_key(f"search:{FP}")
+    assert s.client.hget(ring, "size") == "2"
+    assert 60 <= ttl(s, ring) <= 120
+    s.close()

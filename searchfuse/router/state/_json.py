@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from searchfuse._files import atomic_write, clean_stale_temps
+from searchfuse._files import Replaced, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._budgets import Tally, live_tallies
@@ -48,6 +48,11 @@ T = TypeVar("T")
 
 #: Default bound on waiting for another process's lock.
 LOCK_TIMEOUT = 5.0
+
+
+def _ident(info: os.stat_result) -> tuple[int, ...]:
+    """Which file `info` is: inode, size and time (an inode number may be reused)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 class JsonFileStore(Store):
@@ -86,9 +91,9 @@ class JsonFileStore(Store):
         #: The token and state `changes` last answered with (never changed in
         #: place), so the next answer names only the records that differ.
         self._handed: tuple[bytes, State] | None = None
-        #: `(st_dev, st_ino)` of the file last read: a write replaces only the
-        #: file it read, or a file that holds state.
-        self._read_ident: tuple[int, int] | None = None
+        #: `_ident` of the file last read: a write replaces only the file it
+        #: read, or a file that holds state.
+        self._read_ident: tuple[int, ...] | None = None
         self._told_damaged = False
         self._told_skill = False
         #: Set when the file read names keys raw (the skill's records, a hand-made file).
@@ -136,7 +141,7 @@ class JsonFileStore(Store):
             raise self._unreadable(exc) from None
         finally:
             os.close(fd)
-        self._read_ident = (info.st_dev, info.st_ino)
+        self._read_ident = _ident(info)
         return raw.rstrip()
 
     def _decode(self, raw: bytes, again: bool = True) -> dict[str, Any]:
@@ -255,38 +260,44 @@ class JsonFileStore(Store):
     def _save(self, state: State, cache: dict[str, Any]) -> None:
         snapshot = copy_state(state)
         raw = self._text.text(snapshot, cache)
-        self._check_replaced()
-        if self._read_ident is None:
-            ensure_parent(self.path)  # (a file just read has its folder)
-        # State is a cache: atomic, but no fsync on every search.
-        atomic_write(self.path, raw, durable=False)
+        self._mkdir()
+        try:
+            self._write(raw)
+        except Replaced:  # another file came to the path since it was checked: in turn
+            self._write(raw)
         self._parsed = (raw.rstrip(), snapshot, cache)
 
-    def _check_replaced(self) -> None:
+    def _write(self, raw: bytes) -> None:
+        ident = self._check_replaced()  # State is a cache: atomic, but never fsynced.
+        atomic_write(self.path, raw, durable=False, replaces=lambda info: _ident(info) == ident)
+
+    def _check_replaced(self) -> tuple[int, ...] | None:
         """Whatever is at the path now, if it is not the file this transaction read,
-        must be searchfuse state to be replaced (a keys file copied there is not)."""
+        must be searchfuse state to be replaced (a keys file copied there is not);
+        its identity (None: nothing there)."""
         try:
             there = os.lstat(self.path)
         except FileNotFoundError:
-            return
+            return None
         except OSError as exc:
             raise self._unreadable(exc) from None
-        if stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == self._read_ident:
-            return  # the file this transaction read: its own state
+        if stat.S_ISREG(there.st_mode) and _ident(there) == self._read_ident:
+            return self._read_ident  # the file this transaction read: its own state
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
-            return
+            return None
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # a symbolic link: replaced by a file, as always
-                return
+                return _ident(there)
             raise self._unreadable(exc) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise not_state(self.path, "it is not a regular file")
-            if (info.st_dev, info.st_ino) != self._read_ident:
+            if _ident(info) != self._read_ident:
                 self._decode(read_all(fd).rstrip())
+            return _ident(info)
         finally:
             os.close(fd)
 

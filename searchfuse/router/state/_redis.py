@@ -70,6 +70,12 @@ MAX_ATTEMPTS = 200
 SOCKET_TIMEOUT = 5.0
 
 
+def _answers_bytes(client: Any) -> bool:
+    """True for a redis-py client made without `decode_responses=True`."""
+    encoder = getattr(client, "get_encoder", None)
+    return callable(encoder) and getattr(encoder(), "decode_responses", True) is False
+
+
 class RedisStore(RedisBase, Store):
     """Router state in Redis, shared by every process on every host using the same URL.
 
@@ -81,7 +87,8 @@ class RedisStore(RedisBase, Store):
             keys may share a server under different namespaces; default
             `"searchfuse"`). A router that opens Redis from a URL uses its key
             set's namespace unless the URL names one (see `state/_fleet.py`).
-        client: an existing `redis.Redis` to use instead of `url`. Its retry
+        client: an existing `redis.Redis` to use instead of `url`, made with
+            `decode_responses=True` (the store reads answers as text). Its retry
             policy applies where searchfuse goes through redis-py: a client
             that retries a command after a timeout may run a grant twice
             (the one made from `url` does not retry).
@@ -129,6 +136,13 @@ class RedisStore(RedisBase, Store):
                 raise ConfigError(
                     self.url, None, f"is not a Redis URL ({exc})", "write redis://host:6379/0"
                 ) from None
+        elif _answers_bytes(client):
+            raise ConfigError(
+                "RedisStore(client=...)",
+                None,
+                "the client answers bytes, and the store reads Redis's answers as text",
+                "make the client with decode_responses=True",
+            )
         self.client = client
         self._bump = client.register_script(BUMP)
         self._grant = client.register_script(GRANT)

@@ -213,7 +213,11 @@ class RedisTx(TxState):
         key = self._store.ring_key(name)
         fields = {f"s{i}": repr(t) for i, t in enumerate(ring.slots) if t is not None}
         fields.update(size=str(ring.size), seq=str(ring.seq))
-        self.pending.append(lambda p: (p.delete(key), p.hset(key, mapping=fields)))
+        # Kept as a grant keeps it, even when no slot is taken after (a paced grant).
+        ttl = max(1, math.ceil(self.window * 2 * 1000))
+        self.pending.append(
+            lambda p: (p.delete(key), p.hset(key, mapping=fields), p.pexpire(key, ttl))
+        )
 
     def clamp(self, name: str, now: float) -> None:
         key = self._store.ring_key(name)

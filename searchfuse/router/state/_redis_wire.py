@@ -6,7 +6,9 @@ twenty-odd arguments again, takes a connection from the pool and gives it
 back: together more than the round trip itself. `Packed` holds the command as
 the bytes Redis reads (RESP), with holes for the words that change; `Wire`
 sends it on one connection of the client's pool that it keeps, and reads the
-reply with that connection's own parser.
+reply with that connection's own parser. That connection is made by the wire
+from the pool's settings, outside the pool: a pool bounded to what the
+application needs at once (`max_connections`) keeps all of it.
 
 The short way never runs a grant twice. Before the command leaves, anything
 that stops it (the connection busy in another thread, none to be had, the
@@ -72,7 +74,8 @@ class Packed:
 
 
 class Wire:
-    """One connection of `client`'s pool, kept for packed commands (see the module)."""
+    """A connection made as `client`'s pool makes them, kept for packed commands
+    (see the module)."""
 
     def __init__(self, client: Any, redis: Any) -> None:
         pool = getattr(client, "connection_pool", None)
@@ -111,7 +114,8 @@ class Wire:
         the server closed reads as its end): made again if it is not."""
         conn = self._conn
         if conn is None:
-            conn = self._conn = self._pool.get_connection()
+            pool = self._pool
+            conn = self._conn = pool.connection_class(**pool.connection_kwargs)
         conn.connect()
         if conn.can_read():
             conn.disconnect()
@@ -122,14 +126,11 @@ class Wire:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.disconnect()
-            self._pool.release(conn)
 
     def close(self) -> None:
-        """Give the connection back to the pool (the client closes it)."""
+        """Close the kept connection (the pool's are the client's to close)."""
         with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                self._pool.release(conn)
+            self._drop()
 
 
 def _forget() -> None:
