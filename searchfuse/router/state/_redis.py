@@ -90,8 +90,9 @@ class RedisStore(RedisBase, Store):
         client: an existing `redis.Redis` to use instead of `url`, made with
             `decode_responses=True` (the store reads answers as text). Its retry
             policy applies where searchfuse goes through redis-py: a client
-            that retries a command after a timeout may run a grant twice
-            (the one made from `url` does not retry).
+            that retries a command after a lost connection or a timeout
+            (`redis.Redis(host=...)` does, ten times) may run a grant twice;
+            pass `retry=None` (the one made from `url` does not retry).
     """
 
     blocking = True
