@@ -330,6 +330,27 @@ def test_a_client_that_answers_bytes_is_named_when_the_store_is_made(redis_url: 
     client.close()
 
 
+def test_a_store_on_a_client_names_the_clients_server(redis_url: str) -> None:
+    """Messages and repr name the server the given client talks to (they named the
+    default redis://127.0.0.1:6379/0), never its password."""
+    import redis
+
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    client = redis.Redis(host=host, port=int(port), db=3, password=None, decode_responses=True)
+    s = RedisStore(client=client, namespace=f"t{uuid.uuid4().hex[:12]}")
+    assert repr(s).startswith(f"RedisStore('redis://{host}:{port}/3'")
+    s.close()
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed = free.getsockname()[1]
+    gone = redis.Redis(
+        host="127.0.0.1", port=closed, password="s3cret", decode_responses=True, retry=None
+    )
+    with pytest.raises(StoreUnavailable) as caught:
+        RedisStore(client=gone, namespace="t-gone")
+    assert f"127.0.0.1:{closed}" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
 def test_a_pacing_log_rebuilt_for_a_new_rate_expires_even_when_the_grant_is_paced(
     redis_url: str,
 ) -> None:

@@ -46,7 +46,7 @@ from searchfuse.router.state._redis_tx import (
     stored_month,
 )
 from searchfuse.router.state._redis_types import glob_escape
-from searchfuse.router.state._redis_url import redacted_url
+from searchfuse.router.state._redis_url import client_url, redacted_url
 from searchfuse.router.state._redis_wire import MISSED, Packed, Wire
 from searchfuse.router.state._values import (
     _warn,
@@ -144,6 +144,9 @@ class RedisStore(RedisBase, Store):
                 "the client answers bytes, and the store reads Redis's answers as text",
                 "make the client with decode_responses=True",
             )
+        else:
+            # Messages name the server the client talks to, not the default URL.
+            self.url = client_url(client) or self.url
         self.client = client
         self._bump = client.register_script(BUMP)
         self._grant = client.register_script(GRANT)

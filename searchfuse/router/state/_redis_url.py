@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import urllib.parse
+from typing import Any
 
 from searchfuse.errors import ConfigError
 
-__all__ = ["redacted_url"]
+__all__ = ["client_url", "redacted_url"]
 
 
 def redacted_url(url: str) -> str:
@@ -54,3 +55,22 @@ def _check_database(parts: urllib.parse.SplitResult, shown: str) -> None:
                 f"{shown!r} names the Redis database {db[:40]!r}, which is not a number",
                 "write the database as a number, for example redis://127.0.0.1:6379/0",
             )
+
+
+def client_url(client: Any) -> str | None:
+    """Where a redis-py `client` connects, as a URL without a password (for
+    messages and `repr`); `None` when it does not say (another kind of client)."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return None
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={db}"
+    host, port = kwargs.get("host"), kwargs.get("port")
+    if not isinstance(host, str) or not isinstance(port, int):
+        return None
+    kind = getattr(getattr(pool, "connection_class", None), "__name__", "")
+    scheme = "rediss" if "SSL" in kind else "redis"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}:{port}/{db}"
