@@ -35,6 +35,7 @@ __all__ = [
     "set_aside",
     "temp_pattern",
     "timestamp",
+    "write_all",
 ]
 
 log = logging.getLogger("searchfuse.files")
@@ -180,9 +181,7 @@ def atomic_write(
     # that can be locked is one whose writer is gone.
     try:
         os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
             os.replace(tmp, path)
@@ -241,7 +240,7 @@ def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
         # a kill before the unlink, `clean_stale_temps` would never remove.
         os.replace(tmp, path)
         return
-    if _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE):
+    if not _exchange(tmp, path):
         os.replace(tmp, path)  # refused here (EINVAL on this file system, ENOENT...)
         return
     try:
@@ -252,8 +251,21 @@ def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
         pass  # a cleaner took it for an abandoned temp file: it was going
     except OSError:
         # Not the file checked, or not a file (a directory swapped in meanwhile): swap back.
-        _renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE)
+        _exchange(tmp, path)
         raise
+
+
+def _exchange(a: str, b: Path) -> bool:
+    """Swap the files named `a` and `b` atomically; False if refused."""
+    answer: int = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return answer == 0
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _cleanable(info: os.stat_result) -> bool:

@@ -8,8 +8,8 @@ Every write is a temp file in the same folder that takes the state file's
 place atomically (on Linux the two names are swapped and the old file
 removed: see `_files._swap_in`; no fsync: state is a cache), so anyone
 reading the file, with or without the lock (`cat`, a script), sees one whole
-version of it, never a write in progress. Writers hold `<file>.lock` for their read-modify-write.
-The shared cache's claims (one process searches, the others wait for its
+version of it, never a write in progress. Writers hold `<file>.lock` for
+their read-modify-write. The shared cache's claims (one process searches, the others wait for its
 entry) are in `<file>.claims`, under the same lock (see `_json_claims`).
 """
 
@@ -62,8 +62,8 @@ class JsonFileStore(Store):
     most `lock_timeout` seconds), so counters from several processes add up.
     A write is a temp file that takes the file's place atomically, so a
     reader (with or without the lock) and a process killed mid-write always
-    leave one whole version of the file. The file is mode 0600; state is a cache, so nothing is
-    fsynced. A file that is not searchfuse state (a keys file, a directory, a
+    leave one whole version of the file. The file is mode 0600; state is a
+    cache, so nothing is fsynced. A file that is not searchfuse state (a keys file, a directory, a
     FIFO, anything else) is a [`ConfigError`][searchfuse.errors.ConfigError],
     and is never moved or replaced.
     """

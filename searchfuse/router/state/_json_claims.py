@@ -19,7 +19,7 @@ import os
 import stat
 from pathlib import Path
 
-from searchfuse._files import PRIVATE
+from searchfuse._files import PRIVATE, write_all
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._json_text import read_all
 
@@ -95,9 +95,7 @@ class Claims:
             if stat.S_IMODE(info.st_mode) != PRIVATE:
                 os.fchmod(fd, PRIVATE)
             os.ftruncate(fd, 0)
-            view = memoryview(text)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, text)
         except OSError as exc:
             raise self._error(f"cannot be written ({exc.strerror})") from None
         finally:

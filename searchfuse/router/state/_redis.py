@@ -7,8 +7,7 @@ a search touches only its own records. A search's grant is one Lua script
 read-modify-write is one optimistic transaction (`WATCH` the records read,
 then `MULTI`/`EXEC`; a conflicting write from another process makes it start
 over), so the 429 hold, a key's park and the pacing decision are atomic
-across hosts. Time
-decisions use the router's clock, never the server's `TIME`; Redis expiry
+across hosts. Time decisions use the router's clock, never the server's `TIME`; Redis expiry
 only collects records that no longer matter (pacing logs past their window,
 a finished hold, last month's keys, expired cache entries).
 

@@ -5,10 +5,10 @@ the time and a budget's keep-until. Through redis-py every call packs its
 twenty-odd arguments again, takes a connection from the pool and gives it
 back: together more than the round trip itself. `Packed` holds the command as
 the bytes Redis reads (RESP), with holes for the words that change; `Wire`
-sends it on one connection of the client's pool that it keeps, and reads the
-reply with that connection's own parser. That connection is made by the wire
-from the pool's settings, outside the pool: a pool bounded to what the
-application needs at once (`max_connections`) keeps all of it.
+sends it on a connection it keeps and reads the reply with that connection's
+own parser. The wire makes that connection from the client's pool settings,
+outside the pool: a pool bounded to what the application needs at once
+(`max_connections`) keeps all of it.
 
 The short way never runs a grant twice. Before the command leaves, anything
 that stops it (the connection busy in another thread, none to be had, the
