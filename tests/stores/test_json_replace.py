@@ -4,6 +4,8 @@ not state."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import multiprocessing
 import os
@@ -444,27 +446,32 @@ store.update(1_768_478_400.0, lambda s: setattr(s.key("fp1"), "searches", 7))
 """
 
 
-def _can_swap(folder: Path) -> bool:
-    """True if this file system swaps two names (`renameat2(RENAME_EXCHANGE)`)."""
+@pytest.fixture
+def swaps(tmp_path: Path) -> None:
+    """Skips a test where this file system cannot swap two names (another system,
+    or a file system that answers `renameat2(RENAME_EXCHANGE)` with EINVAL, ENOSYS
+    or EOPNOTSUPP); anywhere else the swap must work, so a broken one fails."""
     swap = _files._find_renameat2()
     if swap is False:
-        return False
-    a, b = folder / "swap-a", folder / "swap-b"
+        pytest.skip("this system has no renameat2")
+    a, b = tmp_path / "swap-a", tmp_path / "swap-b"
     a.write_bytes(b"a")
     b.write_bytes(b"b")
-    done = swap(-100, bytes(a), -100, bytes(b), _files._RENAME_EXCHANGE) == 0
+    if swap(-100, bytes(a), -100, bytes(b), _files._RENAME_EXCHANGE) != 0:
+        refused = ctypes.get_errno()
+        assert refused in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP), os.strerror(refused)
+        pytest.skip("this file system cannot swap two names")
+    assert (a.read_bytes(), b.read_bytes()) == (b"b", b"a")
     a.unlink()
     b.unlink()
-    return done
 
 
+@pytest.mark.usefixtures("swaps")
 def test_a_writer_killed_between_the_swap_and_the_unlink_leaves_the_new_state(
     tmp_path: Path,
 ) -> None:
     """kill -9 after the names are exchanged: the path holds the new state, and the
     old one, left under the temp file's name, is removed by the next load."""
-    if not _can_swap(tmp_path):
-        pytest.skip("this file system cannot swap two names")
     path = tmp_path / "quota.json"
     JsonFileStore(path).update(NOW, bump)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -482,6 +489,7 @@ def test_a_writer_killed_between_the_swap_and_the_unlink_leaves_the_new_state(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
 
 
+@pytest.mark.usefixtures("swaps")
 @pytest.mark.parametrize("kind", ["a state file of another mode", "the skill's file, raw keys"])
 def test_a_file_the_cleaner_would_not_remove_is_never_left_under_a_temp_name(
     tmp_path: Path, kind: str
@@ -490,8 +498,6 @@ def test_a_file_the_cleaner_would_not_remove_is_never_left_under_a_temp_name(
     when it is provably a temp file of ours (mode 0600, this user's). A state file
     of another mode, or the skill's file naming keys raw, is replaced the plain
     way: a writer killed at any moment never leaves it behind."""
-    if not _can_swap(tmp_path):
-        pytest.skip("this file system cannot swap two names")
     path = tmp_path / "quota.json"
     if kind == "the skill's file, raw keys":
         old = {"month": "2026-01", "keys": {"tvly-dev-test0001": {"searches": 1}}}
@@ -586,6 +592,7 @@ def test_a_patched_pacing_log_is_byte_for_byte_the_packed_whole(size: int) -> No
         assert bytes(log.b64) == binascii.b2a_base64(pack_slots(ring.slots), newline=False)
 
 
+@pytest.mark.usefixtures("swaps")
 @pytest.mark.parametrize("what", ["keys file", "directory", "state of another writer"])
 def test_what_takes_the_path_between_the_check_and_the_swap_is_checked_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
@@ -593,8 +600,6 @@ def test_what_takes_the_path_between_the_check_and_the_swap_is_checked_too(
     """The file swapped out is the one the write checked, or is checked now: a keys
     file copied to the path a moment before the swap is never removed, and a
     directory is named as not state; another writer's state is replaced, as ever."""
-    if not _can_swap(tmp_path):
-        pytest.skip("this file system cannot swap two names")
     path = tmp_path / "quota.json"
     store = JsonFileStore(path)
     store.update(NOW, bump)
