@@ -33,15 +33,25 @@ def open_files_under(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-@pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+FILE_STORES = pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+
+
+def state_file(tmp_path: Path, name: str) -> Path:
+    """`name` in a folder of its own, made (the files open under it are counted)."""
+    state = tmp_path / "state" / name
+    state.parent.mkdir()
+    return state
+
+
+@NEEDS_PROC
+@FILE_STORES
 def test_closing_a_router_closes_every_file_of_the_store_it_opened(
     tmp_path: Path, name: str
 ) -> None:
     clock = FakeClock()
     fake = FakeTavily([K1, K2], clock=clock)
-    state = tmp_path / "state" / name
-    state.parent.mkdir()
+    state = state_file(tmp_path, name)
     with Router([K1, K2], state=str(state), clock=clock, transport=fake.transport()) as router:
         # Several threads, each with its own connection, and enough commits for
         # the background checkpoint to start.
@@ -58,7 +68,7 @@ def test_closing_a_router_closes_every_file_of_the_store_it_opened(
     assert open_files_under(state.parent) == []
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@NEEDS_PROC
 def test_a_store_given_to_a_router_stays_open_for_its_owner(tmp_path: Path) -> None:
     clock = FakeClock()
     fake = FakeTavily([K1], clock=clock)
@@ -170,15 +180,14 @@ def test_a_json_lock_file_deleted_under_a_running_store_still_excludes_writers(
     assert JsonFileStore(path).read(now).keys["fp1"].searches == 81  # no update lost
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-@pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+@NEEDS_PROC
+@FILE_STORES
 def test_leaving_an_async_router_closes_every_file_of_the_store_it_opened(
     tmp_path: Path, name: str
 ) -> None:
     clock = FakeClock()
     fake = FakeTavily([K1, K2], clock=clock)
-    state = tmp_path / "state" / name
-    state.parent.mkdir()
+    state = state_file(tmp_path, name)
 
     async def main() -> None:
         async with Router(
@@ -201,8 +210,8 @@ def test_leaving_an_async_router_closes_every_file_of_the_store_it_opened(
     assert open_files_under(state.parent) == []
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-@pytest.mark.parametrize("name", ["searchfuse.db", "quota.json"])
+@NEEDS_PROC
+@FILE_STORES
 def test_a_shared_cache_write_still_under_way_is_stored_before_the_store_closes(
     tmp_path: Path, name: str
 ) -> None:
@@ -210,8 +219,7 @@ def test_a_shared_cache_write_still_under_way_is_stored_before_the_store_closes(
 
     clock = FakeClock()
     fake = FakeTavily([K1], clock=clock)
-    state = tmp_path / "state" / name
-    state.parent.mkdir()
+    state = state_file(tmp_path, name)
     gate = threading.Event()
 
     async def main() -> None:
