@@ -11,7 +11,16 @@ from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._events import Event, EventKind
 from searchfuse.router.state._records import Availability, State
 
-__all__ = ["GRANTED", "GRANTED_CLEAN", "Charge", "Grant", "acquire", "search_log"]
+__all__ = [
+    "FRESH",
+    "FRESH_CLEAN",
+    "GRANTED",
+    "GRANTED_CLEAN",
+    "Charge",
+    "Grant",
+    "acquire",
+    "search_log",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,9 @@ class Grant:
 GRANTED = Grant("ok")
 #: A granted, charged search on a key that a success would not change.
 GRANTED_CLEAN = Grant("ok", clean=True)
+#: The same, decided on records the store knew to be current (`Grant.fresh`).
+FRESH = Grant("ok", fresh=True)
+FRESH_CLEAN = Grant("ok", clean=True, fresh=True)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 from searchfuse._files import Replaced, atomic_write, clean_stale_temps
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
-from searchfuse.router.state._budgets import Tally, live_tallies
+from searchfuse.router.state._budgets import Line, Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, names_raw_keys, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
 from searchfuse.router.state._eviction import evicted
+from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire
 from searchfuse.router.state._json_claims import Claims
 from searchfuse.router.state._json_lock import Locked, process_lock
 from searchfuse.router.state._json_text import StateText, copy_state, read_all
@@ -88,6 +89,9 @@ class JsonFileStore(Store):
         #: they parse to: a search reads the file three times, and parses it only
         #: when another process wrote.
         self._parsed: tuple[bytes, State, dict[str, Any]] | None = None
+        #: `_parsed` as this store's last save made it: while `_parsed` is this
+        #: object, the file holds what this store wrote last (see `grant`).
+        self._saved: tuple[bytes, State, dict[str, Any]] | None = None
         #: The token and state `changes` last answered with (never changed in
         #: place), so the next answer names only the records that differ.
         self._handed: tuple[bytes, State] | None = None
@@ -265,7 +269,7 @@ class JsonFileStore(Store):
             self._write(raw)
         except Replaced:  # another file came to the path since it was checked: in turn
             self._write(raw)
-        self._parsed = (raw.rstrip(), snapshot, cache)
+        self._parsed = self._saved = (raw.rstrip(), snapshot, cache)
 
     def _write(self, raw: bytes) -> None:
         ident = self._check_replaced()  # State is a cache: atomic, but never fsynced.
@@ -320,6 +324,39 @@ class JsonFileStore(Store):
                     state.events = logged(state.events, made)
                 self._save(state, self._cache_raw)
             return result
+
+    def grant(
+        self,
+        now: float,
+        fp: str,
+        *,
+        rpm: int | None,
+        window: float,
+        honour_hold: bool,
+        charge: Charge | None = None,
+        spend: tuple[Line, ...] = (),
+    ) -> Grant:
+        """`Store.grant`; a charged grant made on the file this store wrote last
+        (nobody else wrote since) is `fresh`, as SQLite's is, so the router's
+        next pick of the same key need not read the file again."""
+        if charge is None or spend:
+            return super().grant(
+                now, fp, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge, spend=spend
+            )
+        fresh = False
+
+        def decide(state: State) -> Grant:
+            nonlocal fresh
+            # The file just read, under the lock, is this store's last save.
+            fresh = self._saved is not None and self._parsed is self._saved
+            return acquire(
+                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
+            )
+
+        grant = self.update(now, decide)
+        if not fresh or grant.verdict != "ok":
+            return grant
+        return FRESH_CLEAN if grant.clean else FRESH
 
     def changes(self, now: float, since: Any) -> Changes:
         # The token is the file's content: equal bytes, equal state (a timestamp

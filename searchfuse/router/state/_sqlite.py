@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from searchfuse.router.state._base import Changes, Store
 from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._events import Event, event_from_fields
-from searchfuse.router.state._grant import Charge, Grant, acquire, search_log
+from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire, search_log
 from searchfuse.router.state._month import Months, month_of, start_month
 from searchfuse.router.state._paths import not_state
 from searchfuse.router.state._records import (
@@ -65,9 +65,6 @@ __all__ = ["CHECKPOINT_EVERY", "SCHEMA_VERSION", "SqliteStore"]
 
 T = TypeVar("T")
 
-#: Grants of `SqliteStore.grant` taken on remembered rows.
-_FRESH = Grant("ok", fresh=True)
-_FRESH_CLEAN = Grant("ok", clean=True, fresh=True)
 #: Own commits remembered to answer `changes` without reading rows.
 _MAX_LOG = 64
 
@@ -303,7 +300,7 @@ class SqliteStore(SqlCache, Store):
         with self._sync_lock:
             if self._known == start:
                 self._wrote(start, rev, {fp: ks}, {charge.account_id: acc})
-        return _FRESH_CLEAN if grant.clean else _FRESH
+        return FRESH_CLEAN if grant.clean else FRESH
 
     def _own_changes(
         self, token: tuple[Any, Any], since: Any
