@@ -32,7 +32,9 @@ __all__ = [
     "backup",
     "clean_stale_temps",
     "is_own_temp",
+    "new_temp",
     "set_aside",
+    "swap",
     "temp_pattern",
     "timestamp",
     "write_all",
@@ -155,46 +157,29 @@ class Replaced(OSError):
 Replaces = Callable[[os.stat_result], bool]
 
 
-def atomic_write(
-    path: Path,
-    data: bytes,
-    mode: int = PRIVATE,
-    *,
-    durable: bool = True,
-    replaces: Replaces | None = None,
-) -> None:
-    """Write `data` to `path` atomically: a temp file in the same folder, fsync, rename.
+def atomic_write(path: Path, data: bytes, mode: int = PRIVATE) -> None:
+    """Write `data` to `path` atomically and durably: a temp file in the same
+    folder, fsync, rename, fsync of the folder.
 
     Readers see the old content or the new one, never a half-written file.
-    The file is created with `mode` (0600) before any byte is written.
-    `durable=False` skips the fsyncs, for files that are a cache (router
-    state): a killed process never leaves a torn file, and a power cut may
-    lose the last updates or leave the file empty (see `_swap_in`). There,
-    where the file is swapped in, `replaces` is asked about the file it took
-    the place of; if it says no (something else came to the path since the
-    caller looked), that file is put back and `Replaced` raised.
+    The file is created with `mode` (0600) before any byte is written. (The
+    state file, a cache written on every search, is written without fsync by
+    `_rewrite.Rewriter`.)
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    _hold(fd)
+    fd, tmp = new_temp(path, mode)
     # The file stays open (and locked) until after the rename: a temp file
     # that can be locked is one whose writer is gone.
     try:
-        os.fchmod(fd, mode)
         write_all(fd, data)
-        if durable:
-            os.fsync(fd)
-            os.replace(tmp, path)
-        else:
-            _swap_in(tmp, path, replaces)
+        os.fsync(fd)
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     finally:
         os.close(fd)
-    if not durable:
-        return
     # Make the rename itself durable.
     with contextlib.suppress(OSError):
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -204,6 +189,21 @@ def atomic_write(
             os.close(dir_fd)
 
 
+def new_temp(path: Path, mode: int = PRIVATE) -> tuple[int, str]:
+    """A new temp file beside `path` (named as `temp_pattern` says), open, locked
+    for as long as it stays open (see `_abandoned`), and of `mode`."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _hold(fd)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
 #: Linux's `renameat2`, looked up on the first write that can use it (`False`:
 #: this system has none).
 _renameat2: Any = None
@@ -211,22 +211,22 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
-    """Put the file at `tmp` in place of `path`, atomically, as `os.replace` does.
+def swap(tmp: str, path: Path, replaces: Replaces | None = None) -> bool:
+    """Put the file at `tmp` in place of `path` atomically; True if the two names
+    were swapped (the old file is at `tmp` now), False if `tmp` was renamed over it.
 
-    On Linux the two names are swapped (`renameat2(RENAME_EXCHANGE)`) and the
-    old file, now at `tmp`, is removed. Both are atomic for a reader, but a
-    rename over an existing file makes ext4 (and others, `auto_da_alloc`)
-    write the new file's data out first: on the state file, written on every
-    search, that was most of a write's cost (about 170 us of 200). The state
-    file is a cache and never fsynced: after a power cut it may come back
-    empty, and is then read as empty state. Anywhere the swap is refused
-    (another system, a file system without it, no file at `path` yet) this is
-    `os.replace`; so it is over a file that, killed before the unlink, this
-    would leave where `clean_stale_temps` never removes it (a symbolic link,
-    another user's file, a file of another mode: the skill's, naming keys).
-    The old file is looked at (`replaces`) before it is removed: a file that
-    came to the path since the caller checked it is put back.
+    Both are atomic for a reader, but a rename over an existing file makes
+    ext4 (and others, `auto_da_alloc`) write the new file's data out first: on
+    the state file, written on every search, that was most of a write's cost
+    (about 170 us of 200). The state file is a cache and never fsynced: after
+    a power cut it may come back empty, and is then read as empty state.
+    Anywhere the swap is refused (another system, a file system without it,
+    no file at `path` yet) this is `os.replace`; so it is over a file that,
+    killed before its removal, this would leave where `clean_stale_temps`
+    never removes it (a symbolic link, another user's file, a file of another
+    mode: the skill's, naming keys). The old file is looked at (`replaces`):
+    a file that came to the path since the caller checked it is put back, and
+    `Replaced` raised.
     """
     global _renameat2
     if _renameat2 is None:
@@ -239,20 +239,22 @@ def _swap_in(tmp: str, path: Path, replaces: Replaces | None = None) -> None:
         # Nothing to swap with, or a file that, left under the temp file's name by
         # a kill before the unlink, `clean_stale_temps` would never remove.
         os.replace(tmp, path)
-        return
+        return False
     if not _exchange(tmp, path):
         os.replace(tmp, path)  # refused here (EINVAL on this file system, ENOENT...)
-        return
+        return False
+    if replaces is None:
+        return True
     try:
-        if replaces is not None and not replaces(os.lstat(tmp)):
-            raise Replaced(errno.EEXIST, "changed since it was checked", str(path))
-        os.unlink(tmp)
+        if replaces(os.lstat(tmp)):
+            return True
     except FileNotFoundError:
-        pass  # a cleaner took it for an abandoned temp file: it was going
+        return False  # a cleaner took it for an abandoned temp file: it was going
     except OSError:
-        # Not the file checked, or not a file (a directory swapped in meanwhile): swap back.
-        _exchange(tmp, path)
+        _exchange(tmp, path)  # not a file (a directory swapped in meanwhile): swap back
         raise
+    _exchange(tmp, path)
+    raise Replaced(errno.EEXIST, "changed since it was checked", str(path))
 
 
 def _exchange(a: str, b: Path) -> bool:

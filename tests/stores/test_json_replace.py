@@ -57,7 +57,13 @@ def test_every_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None
     assert after.st_ino != created.st_ino  # a new file took the old one's place
     assert stat.S_IMODE(after.st_mode) == 0o600
     assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 6
-    # Nothing else beside it but the lock file (no temp file left behind).
+    # Beside it: the lock file and, while the store is open, at most the file kept
+    # to be written over (a private temp file of ours); after close, no temp file.
+    beside = sorted(p.name for p in path.parent.iterdir())
+    assert beside[-2:] == ["quota.json", "quota.json.lock"] and len(beside) <= 3
+    for name in beside[:-2]:
+        assert _files.is_own_temp(path.parent / name, path)
+    store.close()
     assert sorted(p.name for p in path.parent.iterdir()) == ["quota.json", "quota.json.lock"]
 
 
@@ -371,7 +377,8 @@ def test_on_linux_the_new_file_is_swapped_in_and_the_old_one_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The two names are exchanged (no rename over a file: ext4 would write the
-    new file's data out first) and the old file is gone at once."""
+    new file's data out first). The old file, held open by a reader, is never
+    written again: the next write removes it and makes a new file."""
     path = tmp_path / "quota.json"
     store = JsonFileStore(path)
     store.update(NOW, bump)
@@ -385,11 +392,16 @@ def test_on_linux_the_new_file_is_swapped_in_and_the_old_one_removed(
 
     monkeypatch.setattr(_files, "_renameat2", spy)
     with open(path, "rb") as old:
+        seen = old.read()
         store.update(NOW, bump)
-        assert os.fstat(old.fileno()).st_nlink == 0  # the old file: unlinked, not left aside
-    assert calls == [_files._RENAME_EXCHANGE]
+        store.update(NOW, bump)
+        assert os.fstat(old.fileno()).st_nlink == 0  # the old file: unlinked, not written
+        old.seek(0)
+        assert old.read() == seen
+    assert calls == [_files._RENAME_EXCHANGE] * 2
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 2
+    assert json.loads(path.read_bytes())["keys"]["fp1"]["searches"] == 3
+    store.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quota.json", "quota.json.lock"]
 
 

@@ -5,10 +5,11 @@ update rewrites the whole file, so it suits a handful of keys and processes;
 the SQLite store is the default.
 
 Every write is a temp file in the same folder that takes the state file's
-place atomically (on Linux the two names are swapped and the old file
-removed: see `_files._swap_in`; no fsync: state is a cache), so anyone
-reading the file, with or without the lock (`cat`, a script), sees one whole
-version of it, never a write in progress. Writers hold `<file>.lock` for
+place atomically (on Linux the two names are swapped, and the old file is
+kept to take the next version once nobody has it open: see `_rewrite`; no
+fsync: state is a cache), so anyone reading the file, with or without the
+lock (`cat`, a script), sees one whole version of it, never a write in
+progress. Writers hold `<file>.lock` for
 their read-modify-write. The shared cache's claims (one process searches, the others wait for its
 entry) are in `<file>.claims`, under the same lock (see `_json_claims`).
 """
@@ -25,7 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from searchfuse._files import Replaced, atomic_write, clean_stale_temps
+from searchfuse._files import Replaced, clean_stale_temps
+from searchfuse._rewrite import Rewriter
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._budgets import Line, Tally, live_tallies
@@ -103,6 +105,8 @@ class JsonFileStore(Store):
         #: Set when the file read names keys raw (the skill's records, a hand-made file).
         self._holds_keys = False
         self._text = StateText()
+        #: Writes the file (keeping the file it replaced, to write the next version in).
+        self._rewriter = Rewriter(self.path)
         #: Claims on shared-cache entries (`<file>.claims`, under the same lock).
         self._claims = Claims(self.path)
         if self.path.is_dir():
@@ -273,7 +277,7 @@ class JsonFileStore(Store):
 
     def _write(self, raw: bytes) -> None:
         ident = self._check_replaced()  # State is a cache: atomic, but never fsynced.
-        atomic_write(self.path, raw, durable=False, replaces=lambda info: _ident(info) == ident)
+        self._rewriter.write(raw, replaces=lambda info: _ident(info) == ident)
 
     def _check_replaced(self) -> tuple[int, ...] | None:
         """Whatever is at the path now, if it is not the file this transaction read,
@@ -481,6 +485,7 @@ class JsonFileStore(Store):
 
     def close(self) -> None:
         with self._thread_lock:
+            self._rewriter.close()
             close = getattr(self._lock, "close", None)
             if close is not None:
                 close()
