@@ -43,6 +43,8 @@ def _encode_value(value: Any) -> str:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
+    if kind is dict and not value:
+        return "{}"
     return encode(value)
 
 
@@ -63,30 +65,44 @@ def _encode_entry(value: Any) -> str:
     return encode(value)
 
 
-def _line(name: str, value: Any) -> str:
+def _line(name: str, value: Any) -> bytes:
     """One entry of a section, as a line of the file."""
-    return f"  {_quote(str(name))}: {_encode_entry(value)}"
+    return f"  {_quote(str(name))}: {_encode_entry(value)}".encode()
 
 
-def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, str]] | None = None) -> str:
+def _ring_line(name: str, size: int, seq: int, times: bytes | bytearray) -> bytes:
+    """A pacing log's line, its times (base64) put in as they are."""
+    head = f'  {_quote(name)}: {{"seq": {seq}, "size": {size}, "times": "'.encode()
+    return b"".join((head, times, b'"}'))
+
+
+def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, bytes]] | None = None) -> bytes:
     """`data` as text with one line per key, account, pacing log and cache entry.
 
     As readable as an indented dump, but every line is written by the C
     encoder (`indent=` makes `json` fall back to pure Python, which costs
     milliseconds per search once pacing logs hold a few thousand times).
-    `lines_of` holds the lines of some sections, already made.
+    `lines_of` holds the lines of some sections, already made. The pieces are
+    joined once: pacing logs make the text tens of kilobytes.
     """
-    out = []
+    parts = [b"{\n"]
     for name, value in sorted(data.items()):
+        if len(parts) > 1:
+            parts.append(b",\n")
         lines = lines_of.get(name) if lines_of else None
         if lines is None and isinstance(value, dict) and value:
             lines = {str(k): _line(k, v) for k, v in value.items()}
         if lines:
-            inner = ",\n".join(lines[k] for k in sorted(lines))
-            out.append(f" {_quote(name)}: {{\n{inner}\n }}")
+            parts.append(f" {_quote(name)}: {{\n".encode())
+            for i, k in enumerate(sorted(lines)):
+                if i:
+                    parts.append(b",\n")
+                parts.append(lines[k])
+            parts.append(b"\n }")
         else:
-            out.append(f" {_quote(name)}: {_encode_value(value)}")
-    return "{\n" + ",\n".join(out) + "\n}\n"
+            parts.append(f" {_quote(name)}: {_encode_value(value)}".encode())
+    parts.append(b"\n}\n")
+    return b"".join(parts)
 
 
 def _same_ring(a: Ring, b: Ring) -> bool:
@@ -168,7 +184,7 @@ class StateText:
     times and the event log's text."""
 
     def __init__(self) -> None:
-        self._lines: dict[str, dict[str, tuple[Any, str]]] = {}
+        self._lines: dict[str, dict[str, tuple[Any, bytes]]] = {}
         self._events_text: tuple[list[dict[str, Any]] | None, str] = (None, "")
         #: Per pacing log: the log at the last save, packed (see `_PackedLog`).
         self._packed: dict[str, _PackedLog] = {}
@@ -188,7 +204,7 @@ class StateText:
                     target[name] = record
         rings, changed.rings = changed.rings, {}  # packed here, patched where they can be
         data = state_to_json(changed)
-        data["rings"], changed.rings = self._pack_rings(rings, state.rings), rings
+        ring_lines, changed.rings = self._pack_rings(rings, state.rings), rings
         if cache:
             data["cache"] = cache
         if state.events:
@@ -196,31 +212,36 @@ class StateText:
             if self._events_text[0] is not state.events:
                 self._events_text = (state.events, _Encoded(encode(state.events)))
             data["events"] = self._events_text[1]
-        lines_of: dict[str, dict[str, str]] = {}
-        remembered: dict[str, dict[str, tuple[Any, str]]] = {}
+        lines_of: dict[str, dict[str, bytes]] = {}
+        remembered: dict[str, dict[str, tuple[Any, bytes]]] = {}
         for section, _ in _SECTIONS:
             before = self._lines.get(section, {})
             made, fresh = data[section], getattr(changed, section)
             lines, kept = {}, {}
             for name, record in getattr(state, section).items():
-                line = _line(name, made[name]) if name in fresh else before[name][1]
+                if name not in fresh:
+                    line = before[name][1]
+                elif section == "rings":
+                    line = ring_lines[name]
+                else:
+                    line = _line(name, made[name])
                 lines[str(name)] = line
                 kept[name] = (record, line)
             lines_of[section], remembered[section] = lines, kept
         self._lines = remembered
-        return _dumps(data, lines_of).encode("utf-8")
+        return _dumps(data, lines_of)
 
-    def _pack_rings(self, changed: dict[str, Ring], names: Any) -> dict[str, dict[str, Any]]:
-        """The changed pacing logs as `state_to_json` writes them, each packed by
-        patching its last save's bytes where it can; `names`: every log in the
-        state."""
-        out: dict[str, dict[str, Any]] = {}
+    def _pack_rings(self, changed: dict[str, Ring], names: Any) -> dict[str, bytes]:
+        """The lines of the changed pacing logs, as `state_to_json` writes them,
+        each packed by patching its last save's bytes where it can; `names`:
+        every log in the state."""
+        out: dict[str, bytes] = {}
         packed = {name: kept for name, kept in self._packed.items() if name in names}
         for name, ring in changed.items():
             log = packed.get(name)
             if log is None or not log.patch(ring):
                 log = packed[name] = _PackedLog(ring)
-            out[name] = {"size": ring.size, "seq": ring.seq, "times": log.b64.decode("ascii")}
+            out[name] = _ring_line(name, ring.size, ring.seq, log.b64)
         self._packed = packed
         return out
 
