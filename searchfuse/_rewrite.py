@@ -21,6 +21,7 @@ its writer is gone or once it is ten minutes old; `close` removes it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -56,7 +57,11 @@ class Rewriter:
         self.path = Path(path)
         self._files = _Files()
         self._leases = bool(_SETLEASE and _SETSIG)
-        weakref.finalize(self, self._files.close)
+        # Collected unclosed: both files closed, the kept one removed. At exit
+        # only the kept one's name is removed (`_at_exit`): a daemon thread may
+        # still be writing, and a closed descriptor's number may be reused.
+        weakref.finalize(self, self._files.close).atexit = False
+        _LIVE.add(self)
 
     def write(self, data: bytes, replaces: Replaces | None = None) -> None:
         """Put `data` at the path atomically (no fsync: for a cache). `replaces`
@@ -95,15 +100,14 @@ class Rewriter:
                 return fd, name
             _drop(fd, name)
         fd, name = new_temp(self.path)
-        try:
-            if self._leases:
-                # A lease broken (by a cleaner opening the kept file in the moment
-                # the lease is held) signals its holder: SIGURG, ignored unless
-                # handled, instead of SIGIO, whose default ends the process.
+        if self._leases:
+            # A lease broken (by a cleaner opening the kept file in the moment
+            # the lease is held) signals its holder: SIGURG, ignored unless
+            # handled, instead of SIGIO, whose default ends the process.
+            try:
                 fcntl.fcntl(fd, _SETSIG, signal.SIGURG)
-        except BaseException:
-            _drop(fd, name)
-            raise
+            except OSError:
+                self._leases = False
         return fd, name
 
     def _alone(self, fd: int) -> bool:
@@ -148,6 +152,24 @@ class _Files:
             _drop(*spare)
         if current is not None:
             os.close(current)
+
+    def remove_spare(self) -> None:
+        """Remove the kept file's name, closing nothing."""
+        spare = self.spare
+        if spare is not None and self.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                if _same(*spare):
+                    os.unlink(spare[1])
+
+
+#: The rewriters alive, whose kept files the interpreter's exit removes.
+_LIVE: weakref.WeakSet[Rewriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit() -> None:
+    for rewriter in list(_LIVE):
+        rewriter._files.remove_spare()
 
 
 def _drop(fd: int, name: str) -> None:

@@ -234,3 +234,44 @@ def test_a_forked_child_writes_its_own_files(tmp_path: Path) -> None:
     # The child's own kept file (it never closed): removed by the next store to open.
     JsonFileStore(path).close()
     assert temps(tmp_path) == []
+
+
+def test_an_unclosed_store_leaves_no_file_after_a_normal_exit(tmp_path: Path) -> None:
+    path = tmp_path / "quota.json"
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from searchfuse.router.state import JsonFileStore\n"
+        "s = JsonFileStore(Path(sys.argv[1]))\n"
+        "for n in range(4):\n"
+        "    s.update(1_768_478_400.0, lambda st: setattr(st.key('fp1'), 'searches', n + 1))\n"
+        "assert len(list(Path(sys.argv[1]).parent.glob('*.tmp'))) == 1\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True, timeout=60)
+    assert temps(tmp_path) == []
+    assert searches(path) == 4
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_store_collected_unclosed_closes_its_files_and_removes_the_kept_one(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    for _ in range(4):
+        store.update(NOW, bump)
+    assert len(temps(tmp_path)) == 1
+    del store
+    gc.collect()
+    assert temps(tmp_path) == []
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed since
+    # The state file and the kept one: closed (the lock file is the lock's own).
+    assert not [t for t in held if t.startswith(str(tmp_path)) and ".lock" not in t]
