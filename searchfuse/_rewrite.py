@@ -10,7 +10,8 @@ That is safe only if nobody still has the old file open: a reader that opened
 the state file just before a swap would read the next write in progress. A
 write lease tells (`fcntl(F_SETLEASE, F_WRLCK)` is granted only while no
 other open file -- in this process or any other -- refers to the file); the
-lease is dropped at once. Where a reader has it open, or leases do not work
+lease is dropped at once. Nor is a file written over that has another name
+(a hard link, a backup's). Where a reader has it open, or leases do not work
 here (another system, NFS, `fs.leases-enable=0`), the old file is removed and a
 new one made, as `atomic_write` does.
 
@@ -96,7 +97,7 @@ class Rewriter:
         spare, self._files.spare = self._files.spare, None
         if spare is not None:
             fd, name = spare
-            if _same(fd, name) and self._alone(fd):
+            if _same(fd, name, only_name=True) and self._alone(fd):
                 return fd, name
             _drop(fd, name)
         fd, name = new_temp(self.path)
@@ -183,13 +184,14 @@ def _drop(fd: int, name: str) -> None:
         os.close(fd)
 
 
-def _same(fd: int, name: str) -> bool:
-    """True if `name` is the file open as `fd`."""
+def _same(fd: int, name: str, *, only_name: bool = False) -> bool:
+    """True if `name` is the file open as `fd` (`only_name`: and its one name; a
+    hard link made to the state file, a backup's, is someone else's file too)."""
     try:
         a, b = os.fstat(fd), os.lstat(name)
     except OSError:
         return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) and (not only_name or a.st_nlink == 1)
 
 
 def _write_at_start(fd: int, data: bytes) -> None:

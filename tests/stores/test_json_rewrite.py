@@ -275,3 +275,21 @@ def test_a_store_collected_unclosed_closes_its_files_and_removes_the_kept_one(
             continue  # the listing's own descriptor, closed since
     # The state file and the kept one: closed (the lock file is the lock's own).
     assert not [t for t in held if t.startswith(str(tmp_path)) and ".lock" not in t]
+
+
+def test_a_hard_link_to_the_state_file_keeps_its_content(tmp_path: Path) -> None:
+    """A backup made by hard link (`cp -l`, a snapshot tool) names the same file:
+    it is never written over, though nobody has it open."""
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+    for _ in range(3):
+        store.update(NOW, bump)
+    backup = tmp_path / "backup.json"
+    os.link(path, backup)
+    before = backup.read_bytes()
+    for _ in range(4):
+        store.update(NOW, bump)
+    assert backup.read_bytes() == before
+    assert searches(path) == 7
+    store.close()
+    assert backup.read_bytes() == before
