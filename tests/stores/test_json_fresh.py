@@ -40,10 +40,14 @@ def test_a_grant_is_fresh_only_on_the_file_the_store_wrote_last(tmp_path: Path) 
     # The other store's cache entry is a write too.
     other.cache_set("q", "v", NOW + 100, 10)
     assert not grant(mine, NOW + 6)
+    # The file removed (by hand, a clean-up): the next grant writes it anew.
+    path.unlink()
+    assert not grant(mine, NOW + 6.5)
+    assert grant(mine, NOW + 6.6)
     # A spend-checked or uncharged grant is never marked fresh (as on SQLite).
     plain = mine.grant(NOW + 7, "fp1", rpm=100, window=61.0, honour_hold=True)
     assert plain.verdict == "ok" and not plain.fresh
-    assert mine.read(NOW + 7).key("fp1").searches == 6
+    assert mine.read(NOW + 7).key("fp1").searches == 2  # charged since the removal
     mine.close()
     other.close()
 

@@ -232,6 +232,7 @@ class JsonFileStore(Store):
         """
         raw = self._bytes()
         if raw is None:
+            self._parsed = None  # gone: not the file this store wrote last
             return None
         parsed = self._parsed
         if parsed is None or parsed[0] != raw:
