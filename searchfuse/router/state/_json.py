@@ -33,8 +33,8 @@ from searchfuse.router.state._base import Changes, Store, TxState, logged
 from searchfuse.router.state._budgets import Line, Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, names_raw_keys, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
-from searchfuse.router.state._eviction import evicted
 from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire
+from searchfuse.router.state._json_cache import JsonCache
 from searchfuse.router.state._json_claims import Claims
 from searchfuse.router.state._json_lock import Locked, process_lock
 from searchfuse.router.state._json_text import StateText, copy_state, read_all
@@ -58,7 +58,7 @@ def _ident(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-class JsonFileStore(Store):
+class JsonFileStore(JsonCache, Store):
     """State in a JSON file shared by every process that points at it.
 
     Every read-modify-write holds `<file>.lock` exclusively (waited for at
@@ -317,9 +317,14 @@ class JsonFileStore(Store):
         return self._load(now)
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
+        return self._update(now, change)[0]
+
+    def _update(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
+        """`update`, and whether the file it read was this store's last save."""
         self._mkdir()
         with self._locked():
             state = self._load(now)
+            fresh = self._saved is not None and self._parsed is self._saved
             tx = TxState.over(state)
             result = change(tx)
             if tx.changed():
@@ -328,7 +333,7 @@ class JsonFileStore(Store):
                 if made:
                     state.events = logged(state.events, made)
                 self._save(state, self._cache_raw)
-            return result
+            return result, fresh
 
     def grant(
         self,
@@ -344,22 +349,20 @@ class JsonFileStore(Store):
         """`Store.grant`; a charged grant made on the file this store wrote last
         (nobody else wrote since) is `fresh`, as SQLite's is, so the router's
         next pick of the same key need not read the file again."""
-        if charge is None or spend:
-            return super().grant(
-                now, fp, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge, spend=spend
-            )
-        fresh = False
-
-        def decide(state: State) -> Grant:
-            nonlocal fresh
-            # The file just read, under the lock, is this store's last save.
-            fresh = self._saved is not None and self._parsed is self._saved
-            return acquire(
-                state, fp, now, rpm=rpm, window=window, honour_hold=honour_hold, charge=charge
-            )
-
-        grant = self.update(now, decide)
-        if not fresh or grant.verdict != "ok":
+        grant, fresh = self._update(
+            now,
+            lambda state: acquire(
+                state,
+                fp,
+                now,
+                rpm=rpm,
+                window=window,
+                honour_hold=honour_hold,
+                charge=charge,
+                spend=spend,
+            ),
+        )
+        if not fresh or grant.verdict != "ok" or charge is None or spend:
             return grant
         return FRESH_CLEAN if grant.clean else FRESH
 
@@ -427,62 +430,6 @@ class JsonFileStore(Store):
         found = self._current()
         ring = found[1].rings.get(name) if found is not None else None
         return [] if ring is None else ring.ordered()
-
-    # -- the shared cache, in the same file ------------------------------------------------
-
-    def cache_get(self, key: str, now: float) -> str | None:
-        self._load(now)
-        entry = self._cache_raw.get(key)
-        if not isinstance(entry, list) or len(entry) != 2:
-            return None
-        value, expires = entry
-        if not isinstance(value, str) or not isinstance(expires, int | float) or expires <= now:
-            return None
-        return value
-
-    def _edit_cache(self, edit: Callable[[dict[str, Any]], None]) -> None:
-        self._mkdir()
-        with self._locked():
-            data = self._raw()
-            state = state_from_json(data) if data is not None else State(month="")
-            raw = data.get("cache") if data is not None else None
-            cache: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
-            edit(cache)
-            self._save(state, cache)
-
-    def cache_set(
-        self, key: str, value: str, expires_at: float, maxsize: int, *, now: float | None = None
-    ) -> None:
-        def edit(cache: dict[str, Any]) -> None:
-            cache.pop(key, None)
-            expiries = {
-                k: v[1] if isinstance(v, list) and len(v) == 2 else 0 for k, v in cache.items()
-            }
-            for gone in evicted(expiries, maxsize):
-                del cache[gone]
-            cache[key] = [value, expires_at]
-
-        self._edit_cache(edit)
-
-    def cache_delete(self, key: str) -> None:
-        self._edit_cache(lambda cache: cache.pop(key, None) and None)
-
-    def cache_keys(self, now: float) -> list[str]:
-        self._load(now)
-        return [
-            k
-            for k, v in self._cache_raw.items()
-            if isinstance(v, list) and len(v) == 2 and isinstance(v[1], int | float) and v[1] > now
-        ]
-
-    def cache_claim(self, key: str, owner: str, until: float) -> bool:
-        self._mkdir()
-        with self._locked():
-            return self._claims.claim(key, owner, until, time.time())
-
-    def cache_release(self, key: str, owner: str) -> None:
-        with self._locked():
-            self._claims.release(key, owner, time.time())
 
     def close(self) -> None:
         with self._thread_lock:
