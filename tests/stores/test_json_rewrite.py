@@ -36,6 +36,14 @@ def searches(path: Path) -> int:
     return int(json.loads(path.read_bytes())["keys"]["fp1"]["searches"])
 
 
+def written(path: Path, n: int) -> JsonFileStore:
+    """A store on `path` that has written `n` times."""
+    store = JsonFileStore(path)
+    for _ in range(n):
+        store.update(NOW, bump)
+    return store
+
+
 def temps(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith(".tmp"))
 
@@ -96,9 +104,7 @@ def test_a_reader_holding_the_file_reads_the_version_it_opened(
 ) -> None:
     """Opened by path, kept open over any number of writes: never written over."""
     path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    for _ in range(3):
-        store.update(NOW, bump)
+    store = written(path, 3)
     with open(path, "rb") as reader:
         for _ in range(held_for):
             store.update(NOW, bump)
@@ -112,9 +118,7 @@ def test_a_reader_holding_the_file_reads_the_version_it_opened(
 def test_a_reader_of_the_kept_file_is_never_written_under(tmp_path: Path) -> None:
     """Opened by its temp name (a cleaner looking at it, a backup tool): not written over."""
     path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    for _ in range(3):
-        store.update(NOW, bump)
+    store = written(path, 3)
     kept = temps(tmp_path)
     with open(kept[0], "rb") as reader:
         before = reader.read()
@@ -153,9 +157,7 @@ def test_without_leases_every_write_makes_a_file_and_removes_the_old(
 
 def test_a_kept_file_removed_by_hand_is_made_again(tmp_path: Path, made: list[str]) -> None:
     path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    for _ in range(3):
-        store.update(NOW, bump)
+    store = written(path, 3)
     for kept in temps(tmp_path):
         kept.unlink()
     other = tmp_path / made[-1]
@@ -216,9 +218,7 @@ def _child_writes(path: str, store: JsonFileStore) -> None:
 
 def test_a_forked_child_writes_its_own_files(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    for _ in range(3):
-        store.update(NOW, bump)
+    store = written(path, 3)
     kept = temps(tmp_path)
     ctx = multiprocessing.get_context("fork")
     child = ctx.Process(target=_child_writes, args=(str(path), store))
@@ -281,9 +281,7 @@ def test_a_hard_link_to_the_state_file_keeps_its_content(tmp_path: Path) -> None
     """A backup made by hard link (`cp -l`, a snapshot tool) names the same file:
     it is never written over, though nobody has it open."""
     path = tmp_path / "quota.json"
-    store = JsonFileStore(path)
-    for _ in range(3):
-        store.update(NOW, bump)
+    store = written(path, 3)
     backup = tmp_path / "backup.json"
     os.link(path, backup)
     before = backup.read_bytes()

@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from searchfuse.router.state._budgets import Line, Tally
 from searchfuse.router.state._events import MAX_EVENTS, Event, changed_events, event_to_fields
-from searchfuse.router.state._grant import Charge, Grant, acquire
+from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire
 from searchfuse.router.state._pacing import RingLog, take_slot
 from searchfuse.router.state._records import AccountUsage, KeyState, State, copied
 from searchfuse.router.state._ring import Ring
@@ -166,7 +166,7 @@ class Store(Protocol):
         """The hold, the key's state and a slot in its pacing log, decided in one
         transaction (see `acquire`); with `charge`, the search counted in advance;
         with `spend`, the budgets checked and charged in the same transaction."""
-        return self.update(
+        grant, fresh = self._update_fresh(
             now,
             lambda state: acquire(
                 state,
@@ -179,6 +179,14 @@ class Store(Protocol):
                 spend=spend,
             ),
         )
+        if not fresh or grant.verdict != "ok" or charge is None or spend:
+            return grant
+        return FRESH_CLEAN if grant.clean else FRESH
+
+    def _update_fresh(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
+        """`update`, and whether it decided on records known to be current (nothing
+        written by anyone else since this store's own last write: `Grant.fresh`)."""
+        return self.update(now, change), False
 
 
 class TxState(State):

@@ -30,10 +30,9 @@ from searchfuse._files import Replaced, clean_stale_temps
 from searchfuse._rewrite import Rewriter
 from searchfuse.errors import StoreUnavailable
 from searchfuse.router.state._base import Changes, Store, TxState, logged
-from searchfuse.router.state._budgets import Line, Tally, live_tallies
+from searchfuse.router.state._budgets import Tally, live_tallies
 from searchfuse.router.state._codec import looks_like_state, names_raw_keys, state_from_json
 from searchfuse.router.state._events import Event, event_from_fields, newest
-from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire
 from searchfuse.router.state._json_cache import JsonCache
 from searchfuse.router.state._json_claims import Claims
 from searchfuse.router.state._json_lock import Locked, process_lock
@@ -317,10 +316,12 @@ class JsonFileStore(JsonCache, Store):
         return self._load(now)
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
-        return self._update(now, change)[0]
+        return self._update_fresh(now, change)[0]
 
-    def _update(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
-        """`update`, and whether the file it read was this store's last save."""
+    def _update_fresh(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
+        """`update`, and whether the file it read was this store's last save (a
+        grant on it is `fresh`, as SQLite's is: the router's next pick of the
+        same key need not read the file again)."""
         self._mkdir()
         with self._locked():
             state = self._load(now)
@@ -334,37 +335,6 @@ class JsonFileStore(JsonCache, Store):
                     state.events = logged(state.events, made)
                 self._save(state, self._cache_raw)
             return result, fresh
-
-    def grant(
-        self,
-        now: float,
-        fp: str,
-        *,
-        rpm: int | None,
-        window: float,
-        honour_hold: bool,
-        charge: Charge | None = None,
-        spend: tuple[Line, ...] = (),
-    ) -> Grant:
-        """`Store.grant`; a charged grant made on the file this store wrote last
-        (nobody else wrote since) is `fresh`, as SQLite's is, so the router's
-        next pick of the same key need not read the file again."""
-        grant, fresh = self._update(
-            now,
-            lambda state: acquire(
-                state,
-                fp,
-                now,
-                rpm=rpm,
-                window=window,
-                honour_hold=honour_hold,
-                charge=charge,
-                spend=spend,
-            ),
-        )
-        if not fresh or grant.verdict != "ok" or charge is None or spend:
-            return grant
-        return FRESH_CLEAN if grant.clean else FRESH
 
     def changes(self, now: float, since: Any) -> Changes:
         # The token is the file's content: equal bytes, equal state (a timestamp

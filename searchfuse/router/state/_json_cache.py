@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchfuse.router.state._codec import state_from_json
 from searchfuse.router.state._eviction import evicted
@@ -23,20 +23,13 @@ class JsonCache:
     _cache_raw: dict[str, Any]
     _claims: Claims
 
-    def _load(self, now: float) -> State:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the store's own, which these methods use
 
-    def _mkdir(self) -> None:
-        raise NotImplementedError
-
-    def _locked(self) -> Locked:
-        raise NotImplementedError
-
-    def _raw(self) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _save(self, state: State, cache: dict[str, Any]) -> None:
-        raise NotImplementedError
+        def _load(self, now: float) -> State: ...
+        def _mkdir(self) -> None: ...
+        def _locked(self) -> Locked: ...
+        def _raw(self) -> dict[str, Any] | None: ...
+        def _save(self, state: State, cache: dict[str, Any]) -> None: ...
 
     def cache_get(self, key: str, now: float) -> str | None:
         self._load(now)
