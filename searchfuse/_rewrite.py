@@ -31,6 +31,7 @@ import weakref
 from pathlib import Path
 
 from searchfuse._files import Replaces, new_temp, swap
+from searchfuse._fork import generation
 
 try:
     import fcntl
@@ -68,22 +69,28 @@ class Rewriter:
         """Put `data` at the path atomically (no fsync: for a cache). `replaces`
         is asked about the file it takes the place of (see `_files.swap`)."""
         files = self._files
-        files.check_pid()
-        fd, tmp = self._spare_or_new()
+        files.check_fork()
+        fd, tmp, ident, size = self._spare_or_new()
+        out: list[os.stat_result] = []
+
+        def replaced(info: os.stat_result) -> bool:
+            out.append(info)  # what the swap put at `tmp`: looked at once, here
+            return replaces is None or replaces(info)
+
         try:
-            _write_at_start(fd, data)
-            swapped = swap(tmp, self.path, replaces)
+            _write_at_start(fd, data, size)
+            swapped = swap(tmp, self.path, replaced)
         except BaseException:
-            _drop(fd, tmp)
+            _drop(fd, tmp, ident)
             raise
         # `fd` is at the path now; the file it took the place of is at `tmp` if
         # `swapped`. It is kept if it is the one this rewriter wrote last.
-        old, files.current = files.current, fd
-        if swapped and old is not None and self._leases and _same(old, tmp):
-            files.spare = (old, tmp)
+        old, files.current = files.current, (fd, ident)
+        if swapped and old is not None and self._leases and out and _ident(out[0]) == old[1]:
+            files.spare = (old[0], tmp, old[1])
             return
         if old is not None:
-            os.close(old)
+            os.close(old[0])
         if swapped:
             with contextlib.suppress(OSError):  # else left to `clean_stale_temps`
                 os.unlink(tmp)
@@ -92,15 +99,22 @@ class Rewriter:
         """Remove the kept file and close both files."""
         self._files.close()
 
-    def _spare_or_new(self) -> tuple[int, str]:
-        """The kept file, if nobody else has it open (checked by a lease); else a new temp file."""
+    def _spare_or_new(self) -> tuple[int, str, tuple[int, int], int]:
+        """The kept file, if nobody else has it open (checked by a lease); else a new
+        temp file. With its identity (device, inode) and size."""
         spare, self._files.spare = self._files.spare, None
         if spare is not None:
-            fd, name = spare
-            if _same(fd, name, only_name=True) and self._alone(fd):
-                return fd, name
-            _drop(fd, name)
+            fd, name, ident = spare
+            size = _alone_named(ident, name)
+            if size is not None and self._alone(fd):
+                return fd, name, ident, size
+            _drop(fd, name, ident)
         fd, name = new_temp(self.path)
+        try:
+            ident = _ident(os.fstat(fd))
+        except OSError:
+            _drop(fd, name, None)
+            raise
         if self._leases:
             # A lease broken (by a cleaner opening the kept file in the moment
             # the lease is held) signals its holder: SIGURG, ignored unless
@@ -109,7 +123,7 @@ class Rewriter:
                 fcntl.fcntl(fd, _SETSIG, signal.SIGURG)
             except OSError:
                 self._leases = False
-        return fd, name
+        return fd, name, ident, 0
 
     def _alone(self, fd: int) -> bool:
         """True if no other open file refers to `fd`'s file (in any process)."""
@@ -125,41 +139,43 @@ class Rewriter:
 
 class _Files:
     """A rewriter's open files (apart from it, so that its finalizer holds no
-    reference to it): the file it put at the path last (open, so its inode
-    number is not given to another file) and the kept one, `(fd, name)`."""
+    reference to it): the file it put at the path last, `(fd, identity)` (open,
+    so its inode number is not given to another file), and the kept one,
+    `(fd, name, identity)`. An open file's identity never changes: it is
+    read once, when the file is made."""
 
-    __slots__ = ("current", "pid", "spare")
+    __slots__ = ("current", "forks", "spare")
 
     def __init__(self) -> None:
-        self.current: int | None = None
-        self.spare: tuple[int, str] | None = None
-        self.pid = os.getpid()
+        self.current: tuple[int, tuple[int, int]] | None = None
+        self.spare: tuple[int, str, tuple[int, int]] | None = None
+        self.forks = generation()
 
-    def check_pid(self) -> None:
+    def check_fork(self) -> None:
         """In a forked child: close the parent's files, leave them where they are."""
-        if self.pid == os.getpid():
+        if self.forks == generation():
             return
-        for fd in (self.current, self.spare[0] if self.spare else None):
-            if fd is not None:
+        for held in (self.current, self.spare):
+            if held is not None:
                 with contextlib.suppress(OSError):
-                    os.close(fd)
+                    os.close(held[0])
         self.current = self.spare = None
-        self.pid = os.getpid()
+        self.forks = generation()
 
     def close(self) -> None:
-        self.check_pid()
+        self.check_fork()
         spare, current, self.spare, self.current = self.spare, self.current, None, None
         if spare is not None:
             _drop(*spare)
         if current is not None:
-            os.close(current)
+            os.close(current[0])
 
     def remove_spare(self) -> None:
         """Remove the kept file's name, closing nothing."""
         spare = self.spare
-        if spare is not None and self.pid == os.getpid():
+        if spare is not None and self.forks == generation():
             with contextlib.suppress(OSError):
-                if _same(*spare):
+                if _named(spare[2], spare[1]):
                     os.unlink(spare[1])
 
 
@@ -173,10 +189,13 @@ def _at_exit() -> None:
         rewriter._files.remove_spare()
 
 
-def _drop(fd: int, name: str) -> None:
-    """Close `fd` and remove `name` if it is still that file."""
+def _drop(fd: int, name: str, ident: tuple[int, int] | None) -> None:
+    """Close `fd` and remove `name` if it is still that file (`ident`; `None`:
+    looked up here)."""
     try:
-        if _same(fd, name):
+        if ident is None:
+            ident = _ident(os.fstat(fd))
+        if _named(ident, name):
             os.unlink(name)
     except OSError:
         pass
@@ -184,21 +203,34 @@ def _drop(fd: int, name: str) -> None:
         os.close(fd)
 
 
-def _same(fd: int, name: str, *, only_name: bool = False) -> bool:
-    """True if `name` is the file open as `fd` (`only_name`: and its one name; a
-    hard link made to the state file, a backup's, is someone else's file too)."""
+def _ident(info: os.stat_result) -> tuple[int, int]:
+    return (info.st_dev, info.st_ino)
+
+
+def _named(ident: tuple[int, int], name: str) -> bool:
+    """True if `name` is the file whose identity is `ident`."""
     try:
-        a, b = os.fstat(fd), os.lstat(name)
+        return _ident(os.lstat(name)) == ident
     except OSError:
         return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) and (not only_name or a.st_nlink == 1)
 
 
-def _write_at_start(fd: int, data: bytes) -> None:
-    """`data` as the whole content of file `fd` (written from its start, cut after)."""
+def _alone_named(ident: tuple[int, int], name: str) -> int | None:
+    """The size of file `ident` if `name` is it and its only name (a hard link made
+    to the state file, a backup's, is someone else's file too); else `None`."""
+    try:
+        info = os.lstat(name)
+    except OSError:
+        return None
+    return info.st_size if _ident(info) == ident and info.st_nlink == 1 else None
+
+
+def _write_at_start(fd: int, data: bytes, size: int) -> None:
+    """`data` as the whole content of file `fd`, whose size is `size` (written
+    from its start, cut after)."""
     view = memoryview(data)
     at = 0
     while at < len(data):
         at += os.pwrite(fd, view[at:], at)
-    if os.fstat(fd).st_size != len(data):
+    if size > len(data):
         os.ftruncate(fd, len(data))

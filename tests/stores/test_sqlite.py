@@ -329,3 +329,91 @@ def test_a_grant_on_remembered_rows_is_not_the_generic_update(
     store.grant(NOW + 5, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
     assert len(calls) == 1
     assert store.read(NOW + 5).keys["fp1"].searches == 4
+
+
+def test_a_grant_on_an_unchanged_meta_row_still_rolls_into_a_new_month(tmp_path: Path) -> None:
+    """The meta row a grant left is not parsed again by the next grant, but only
+    within the month it is of."""
+    from searchfuse.router.state import Charge
+    from searchfuse.router.state._month import ROLLOVER_GRACE, month_bounds, month_of
+
+    store = SqliteStore(tmp_path / "s.db")
+    store.update(NOW, _setups()["clean"])
+    charge = Charge("fp1", "acc", "acc", 1.0)
+    for i in range(3):
+        grant = store.grant(NOW + i, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
+        assert grant.verdict == "ok"
+    assert store.read(NOW + 3).keys["fp1"].searches == 3
+    later = month_bounds(NOW)[1] + ROLLOVER_GRACE + 1
+    grant = store.grant(later, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
+    assert grant.verdict == "ok"
+    state = store.read(later)
+    assert state.month == month_of(later) != month_of(NOW)
+    assert state.keys["fp1"].searches == 1  # the new month's first search
+    assert state.accounts["acc"].local_credits == 1.0
+
+
+def test_a_hold_written_into_the_meta_row_by_hand_stops_the_next_grant(tmp_path: Path) -> None:
+    """A change to the meta row that leaves its change counter as it was (an edit
+    by hand) is still seen: the whole row is compared, not the counter."""
+    from searchfuse.router.state import Charge
+
+    store = SqliteStore(tmp_path / "s.db")
+    store.update(NOW, _setups()["clean"])
+    charge = Charge("fp1", "acc", "acc", 1.0)
+    for i in range(2):
+        grant = store.grant(NOW + i, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
+        assert grant.verdict == "ok"
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE searchfuse_meta SET hold_until = ?, hold_key = 'fp2'", (NOW + 60,))
+    conn.close()
+    grant = store.grant(NOW + 2, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
+    assert (grant.verdict, grant.hold_key) == ("held", "fp2")
+    assert grant.wait == pytest.approx(58.0)
+    assert store.read(NOW + 2).keys["fp1"].searches == 2
+
+
+_INHERITED: dict[str, Any] = {}
+
+
+def _grant_in_child(count: int) -> None:
+    from searchfuse.router.state import Charge
+
+    store = _INHERITED["store"]  # the parent's store object, inherited by the fork
+    charge = Charge("fp1", "acc", "acc", 1.0)
+    for i in range(count):
+        store.grant(NOW + i, "fp1", rpm=None, window=61.0, honour_hold=True, charge=charge)
+    if store._conn() is _INHERITED["conn"]:
+        raise SystemExit(3)  # searched on the parent's connection
+    store.close()
+
+
+def test_a_forked_child_never_uses_its_parents_connection(tmp_path: Path) -> None:
+    """A store used before a fork and then in the child: the child opens its own
+    connection (sharing the parent's would mix the two processes' transactions),
+    and every search of both is counted."""
+    import multiprocessing
+
+    from searchfuse.router.state import Charge
+
+    store = SqliteStore(tmp_path / "s.db")
+    store.update(NOW, _setups()["clean"])
+    charge = Charge("fp1", "acc", "acc", 1.0)
+    store.grant(NOW, "fp1", rpm=None, window=61.0, honour_hold=True, charge=charge)
+    parents = store._conn()
+    _INHERITED.update(store=store, conn=parents)
+    ctx = multiprocessing.get_context("fork")
+    children = [ctx.Process(target=_grant_in_child, args=(20,)) for _ in range(2)]
+    try:
+        for child in children:
+            child.start()
+        for i in range(20):
+            store.grant(NOW + i, "fp1", rpm=None, window=61.0, honour_hold=True, charge=charge)
+        for child in children:
+            child.join(timeout=60)
+            assert child.exitcode == 0
+    finally:
+        _INHERITED.clear()
+    assert store._conn() is parents  # the parent's own is still the one it uses
+    assert store.read(NOW).keys["fp1"].searches == 1 + 20 + 2 * 20
+    store.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from searchfuse._files import PRIVATE
+from searchfuse._fork import generation
 from searchfuse.errors import StoreUnavailable
 
 __all__ = ["Locked", "process_lock"]
@@ -33,11 +34,13 @@ class _FlockLock:
         self.path = path
         self.timeout = timeout
         self._fd: int | None = None
-        self._pid = 0
+        #: The fork generation that opened `_fd`, and which file it is (device, inode).
+        self._forks = -1
+        self._held: tuple[int, int] = (0, 0)
         self._depth = 0
 
     def _open(self) -> int:
-        if self._fd is not None and self._pid == os.getpid():
+        if self._fd is not None and self._forks == generation():
             return self._fd
         if self._fd is not None:
             # Inherited through a fork: it shares the parent's lock, so this
@@ -47,12 +50,18 @@ class _FlockLock:
             self._fd = None
             self._depth = 0
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE)
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
         # As private as the state (an older version kept a copy of it here).
         with contextlib.suppress(OSError):
-            if stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE:
+            if stat.S_IMODE(info.st_mode) != PRIVATE:
                 os.fchmod(fd, PRIVATE)
         self._fd = fd
-        self._pid = os.getpid()
+        self._held = (info.st_dev, info.st_ino)
+        self._forks = generation()
         self._depth = 0
         return self._fd
 
@@ -76,7 +85,7 @@ class _FlockLock:
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.005)
                 continue
-            if not self._still_there(fd):
+            if not self._still_there():
                 # The lock file was deleted (or replaced) while this process held
                 # it open: a lock on it excludes nobody who opens the path now.
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -87,16 +96,16 @@ class _FlockLock:
             self._depth = 1
             return True
 
-    def _still_there(self, fd: int) -> bool:
-        """Whether the path still names the lock file `fd` holds."""
+    def _still_there(self) -> bool:
+        """Whether the path still names the lock file held (an open file's
+        identity never changes: it was read once, when the file was opened)."""
         try:
             there = os.stat(self.path)
         except FileNotFoundError:
             return False
         except OSError:
             return True
-        held = os.fstat(fd)
-        return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+        return (there.st_dev, there.st_ino) == self._held
 
     def release(self) -> None:
         import fcntl
@@ -106,7 +115,7 @@ class _FlockLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        if self._fd is not None and self._pid == os.getpid() and not self._depth:
+        if self._fd is not None and self._forks == generation() and not self._depth:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None

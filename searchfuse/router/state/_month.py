@@ -23,6 +23,7 @@ __all__ = [
     "MonthBook",
     "Months",
     "hold_kept",
+    "month_bounds",
     "month_of",
     "next_month",
     "rolled",
@@ -36,18 +37,26 @@ log = logging.getLogger("searchfuse.state")
 
 def month_of(epoch: float) -> str:
     """`"2026-11"`: the billing month (UTC) an instant belongs to; Tavily resets monthly."""
-    global _last_month
     start, end, month = _last_month
     if start <= epoch < end:
         return month
+    return month_bounds(epoch)[2]
+
+
+def month_bounds(epoch: float) -> tuple[float, float, str]:
+    """The billing month of `epoch`: its first instant, the next month's, and its name."""
+    global _last_month
+    bounds = _last_month
+    if bounds[0] <= epoch < bounds[1]:
+        return bounds
     t = time.gmtime(epoch)
     month = time.strftime("%Y-%m", t)
     # Every search asks (twice): the month's bounds answer the next asks.
     year, mon = t.tm_year, t.tm_mon
     start = calendar.timegm((year, mon, 1, 0, 0, 0, 0, 0, 0))
     end = calendar.timegm((year + mon // 12, mon % 12 + 1, 1, 0, 0, 0, 0, 0, 0))
-    _last_month = (start, end, month)
-    return month
+    _last_month = bounds = (start, end, month)
+    return bounds
 
 
 #: The month `month_of` last named, with its first instant and the next month's.

@@ -25,7 +25,7 @@ from searchfuse.router.state._base import Changes, Store
 from searchfuse.router.state._budgets import Line
 from searchfuse.router.state._events import Event, event_from_fields
 from searchfuse.router.state._grant import FRESH, FRESH_CLEAN, Charge, Grant, acquire, search_log
-from searchfuse.router.state._month import Months, month_of, start_month
+from searchfuse.router.state._month import Months, month_bounds, month_of, start_month
 from searchfuse.router.state._paths import not_state
 from searchfuse.router.state._records import (
     CHARGED_ACCOUNT_FIELDS,
@@ -104,6 +104,9 @@ class SqliteStore(SqlCache, Store):
             self._current: dict[tuple[str, str], Any] = {}
             self._log: list[tuple[int, dict[str, KeyState], dict[str, AccountUsage]]] = []
             self._log_base: tuple[Any, Any] | None = None
+            #: The meta row last parsed, the month it holds (its bounds) and what
+            #: `_meta` made of it: the same row in that month is not parsed again.
+            self._meta_seen: tuple[Any, ...] | None = None
 
     def _meta(
         self, conn: sqlite3.Connection, now: float, row: tuple[Any, ...] | None = None
@@ -114,6 +117,12 @@ class SqliteStore(SqlCache, Store):
             row = conn.execute(SELECT_META).fetchone()
         if row is None:
             raise not_state(self.path, "its searchfuse_meta row is missing")
+        raw = row[:5]
+        seen = self._meta_seen
+        if seen is not None and seen[0] == raw and seen[1] <= now < seen[2]:
+            # Nothing was written since (the change counter is part of the row)
+            # and `now` is in the month the row is of: decided as before.
+            return seen[3]  # type: ignore[no-any-return]
         meta = parse_meta(row)
         month = self._months.rollover(meta[0], now)
         if month is not None:
@@ -131,6 +140,9 @@ class SqliteStore(SqlCache, Store):
             conn.execute("UPDATE accounts SET rev = 0")
             conn.execute("UPDATE searchfuse_meta SET seq = 0, epoch = ?", (epoch,))
             return (meta[0], meta[1], meta[2], 0, epoch)
+        start, end, current = month_bounds(now)
+        if current == meta[0]:
+            self._meta_seen = (raw, start, end, meta)
         return meta
 
     # -- the Store interface --------------------------------------------------------------
@@ -297,6 +309,11 @@ class SqliteStore(SqlCache, Store):
         self._commit(conn)
         if not written:
             return grant
+        seen = self._meta_seen
+        if seen is not None and seen[3] is meta:
+            # The row as this commit left it: the next grant need not parse it.
+            raw = seen[0]
+            self._meta_seen = ((*raw[:3], rev, raw[4]), seen[1], seen[2], (*meta[:3], rev, meta[4]))
         with self._sync_lock:
             if self._known == start:
                 self._wrote(start, rev, {fp: ks}, {charge.account_id: acc})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from searchfuse._files import set_aside
+from searchfuse._fork import generation
 from searchfuse.errors import ConfigError, StoreUnavailable
 from searchfuse.router.state._paths import check_path, not_state
 from searchfuse.router.state._records import AccountUsage, KeyState, copied
@@ -217,7 +218,7 @@ class Database:
     def _conn(self) -> sqlite3.Connection:
         local = self._local
         conn: sqlite3.Connection | None = getattr(local, "conn", None)
-        if conn is not None and local.pid == os.getpid():
+        if conn is not None and local.forks == generation():
             if local.ident == self._ident:
                 return conn
             self._drop(conn)  # a connection to the file this store had before it reopened
@@ -233,7 +234,7 @@ class Database:
             conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
-        local.conn, local.pid, local.ident = conn, os.getpid(), self._ident
+        local.conn, local.forks, local.ident = conn, generation(), self._ident
         with self._all_lock:
             self._all.append(conn)
         return conn
