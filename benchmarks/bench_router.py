@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -37,6 +38,7 @@ import httpx
 
 from searchfuse import Router
 from searchfuse.router.config import KeyEntry
+from searchfuse.router.state._sqlite_rows import CHARGE_ACCOUNT, CHARGE_KEY, SELECT_META_RING
 from searchfuse.testing import FakeTavily
 
 KEYS = ["tvly-dev-bench0001", "tvly-dev-bench0002", "tvly-dev-bench0003"]
@@ -65,6 +67,50 @@ def serve(urls: multiprocessing.Queue[str], stop: Any) -> None:
     with fake.serve() as url:
         urls.put(url)
         stop.wait(600)
+
+
+class Floor:
+    """The floor the router's default path is measured against: the statements of
+    one grant (`BEGIN IMMEDIATE`, the meta row and pacing log in one read, the
+    pacing slot, the log's position, the key, the account, the change counter,
+    `COMMIT`) on a database the SQLite store made, with none of searchfuse's
+    Python around them."""
+
+    def __init__(self, path: Path, url: str, transport: httpx.BaseTransport | None = None) -> None:
+        entries = [KeyEntry(k, account="bench@example.com", rpm=1_000_000) for k in KEYS]
+        seed = Router(entries, base_url=url, state=path, transport=transport)
+        for _ in range(3):
+            seed.search("benchmark query")
+        seed.close()
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.fp, self.account = self.conn.execute("SELECT fp, account FROM keys").fetchone()
+        self.log = f"search:{self.fp}"
+
+    def transaction(self) -> None:
+        conn, now = self.conn, time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(SELECT_META_RING, (self.log,)).fetchone()
+        rev, size, position = row[3] + 1, row[5], row[6]
+        conn.execute(
+            "INSERT OR REPLACE INTO ring_slots (name, slot, t) VALUES (?, ?, ?)",
+            (self.log, position % size, now),
+        )
+        conn.execute("UPDATE rings SET seq = ? WHERE name = ?", (position + 1, self.log))
+        conn.execute(CHARGE_KEY, (self.account, rev, now, float(rev), rev, self.fp))
+        conn.execute(CHARGE_ACCOUNT, (float(rev), rev, self.account))
+        conn.execute("UPDATE searchfuse_meta SET seq = ?", (rev,))
+        conn.execute("COMMIT")
+
+    def one_row(self) -> None:
+        """The least a WAL write transaction is: one row of one page changed."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE searchfuse_meta SET seq = seq + 1")
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def main() -> None:
@@ -123,8 +169,11 @@ def breakdown(args: argparse.Namespace, body: dict[str, Any]) -> None:
                 transport=httpx.MockTransport(reply),
             ),
         }
+        floor = Floor(Path(tmp) / "floor.db", url, httpx.MockTransport(reply))
         variants: dict[str, Callable[[], object]] = {
             "plain": lambda: plain.post("/search", json=body, headers=headers),
+            "one row": floor.one_row,
+            "floor": floor.transaction,
             **{name: (lambda r=r: r.search(body["query"])) for name, r in routers.items()},
         }
         for fn in variants.values():
@@ -137,6 +186,7 @@ def breakdown(args: argparse.Namespace, body: dict[str, Any]) -> None:
             for name in names[k:] + names[:k]:
                 best[name] = min(best[name], cpu_per_call(variants[name], calls))
         plain.close()
+        floor.close()
         for router in routers.values():
             router.close()
 
@@ -147,6 +197,8 @@ def breakdown(args: argparse.Namespace, body: dict[str, Any]) -> None:
         ("httpx's client work (plain POST)", us["plain"]),
         ("the router's own work (memory store)", us["memory"] - us["plain"]),
         ("+ the SQLite transaction (default)", us["sqlite"] - us["memory"]),
+        ("  of which its statements alone (floor)", us["floor"]),
+        ("  (a WAL transaction of one row)", us["one row"]),
         ("+ the JSON file's read and write", us["json"] - us["memory"]),
     ]
     for label, value in rows:
@@ -167,8 +219,20 @@ def run(args: argparse.Namespace, url: str, body: dict[str, Any]) -> None:
         in_memory = Router(entries, base_url=url)
         sqlite = Router(entries, base_url=url, state=Path(tmp) / "searchfuse.db")
         on_disk = Router(entries, base_url=url, state=Path(tmp) / "quota.json")
+        floor = Floor(Path(tmp) / "floor.db", url)
+
+        def floor_search() -> object:
+            floor.transaction()
+            return plain.post("/search", json=body, headers=headers)
+
+        def one_row_search() -> object:
+            floor.one_row()
+            return plain.post("/search", json=body, headers=headers)
+
         variants: dict[str, Callable[[], object]] = {
             "plain httpx POST /search": lambda: plain.post("/search", json=body, headers=headers),
+            "the POST + a one-row transaction": one_row_search,
+            "the POST + a grant's statements": floor_search,
             "Router.search, memory state": lambda: in_memory.search("benchmark query"),
             "Router.search, SQLite (default)": lambda: sqlite.search("benchmark query"),
             "Router.search, JSON state file": lambda: on_disk.search("benchmark query"),
@@ -190,6 +254,7 @@ def run(args: argparse.Namespace, url: str, body: dict[str, Any]) -> None:
             for name in names:
                 samples[name].append(spent[name] / (batches * args.batch))
         plain.close()
+        floor.close()
         for router in (in_memory, sqlite, on_disk):
             router.close()
 
