@@ -16,7 +16,10 @@ from the measured client each time the client waits on SQLite or a file),
 and reuse one connection pool. The baseline is a bare ``httpx.Client.post("/search")``; the
 router adds key choice, pacing, classification and state bookkeeping: in
 memory, in SQLite (the default store of ``Router.from_config``) and in a JSON
-state file. Rounds are interleaved so machine noise hits every variant
+state file. Two more rows are the default path's floor: the same bare request
+after a WAL transaction of one row, and after the statements of one grant on
+a database the SQLite store made (``Floor``), with none of searchfuse's
+Python around them. Rounds are interleaved so machine noise hits every variant
 alike; the figure is the median per-call time of each variant and its ratio
 to the baseline measured in the same round (the median of the rounds, with
 their lowest and highest).
