@@ -359,6 +359,62 @@ def test_the_text_made_again_only_for_changed_records_equals_a_full_one(tmp_path
         assert raw.rstrip() == made
 
 
+def test_grants_keep_the_state_they_saved_and_the_text_equals_a_full_one(
+    tmp_path: Path,
+) -> None:
+    """A grant's state is kept as the saved one, not copied: what the file says
+    after grants and updates from two handles, taking turns, is what a memory
+    store says after the same steps, and every record that changed is written."""
+    from searchfuse.router.state import Charge, MemoryStore
+    from searchfuse.router.state._codec import state_to_json
+
+    path = tmp_path / "quota.json"
+    first, second = JsonFileStore(path), JsonFileStore(path)
+    expected = MemoryStore()
+    for store in (first, expected):
+        store.update(NOW, fill(3))
+    for i in range(24):
+        now = NOW + i
+        handle = first if i % 3 else second
+        fp = f"fp{i % 3:04d}"
+        if i % 4 == 3:
+            # An update between grants: a record the last grants left, changed again.
+            def change(s: State, fp: str = fp, now: float = now) -> None:
+                s.key(fp).note_error(now, 500, "500: upstream")
+
+            handle.update(now, change)
+            expected.update(now, change)
+        else:
+            charge = Charge(fp, "acc", "team", 1.0 + i % 2)
+            got = handle.grant(now, fp, rpm=30, window=60.0, honour_hold=True, charge=charge)
+            want = expected.grant(now, fp, rpm=30, window=60.0, honour_hold=True, charge=charge)
+            assert (got.verdict, got.clean) == (want.verdict, want.clean), i
+        state = expected.read(now)
+        state.rings = expected._state.rings  # `read` leaves pacing logs out
+        assert path.read_bytes().rstrip() == _json_text._dumps(state_to_json(state)).rstrip(), i
+    assert (
+        first.read(NOW + 30).keys["fp0001"].searches
+        == expected.read(NOW + 30).keys["fp0001"].searches
+    )
+
+
+def test_a_record_an_update_returns_is_the_callers_to_change(tmp_path: Path) -> None:
+    """What `update` answers may be a record of the state it changed: changing it
+    afterwards changes nothing the store saved or will write."""
+    path = tmp_path / "quota.json"
+    store = JsonFileStore(path)
+
+    def counted(s: State) -> Any:
+        s.key("fp0001").searches = 1
+        return s.key("fp0001")
+
+    record = store.update(NOW, counted)
+    record.searches = 999
+    store.update(NOW + 1, lambda s: setattr(s.key("fp0002"), "searches", 1))
+    assert store.read(NOW + 1).keys["fp0001"].searches == 1
+    assert '"searches": 999' not in path.read_text()
+
+
 def test_the_lock_file_is_private(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
     lock = tmp_path / "quota.json.lock"

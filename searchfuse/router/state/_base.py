@@ -185,7 +185,9 @@ class Store(Protocol):
 
     def _update_fresh(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
         """`update`, and whether it decided on records known to be current (nothing
-        written by anyone else since this store's own last write: `Grant.fresh`)."""
+        written by anyone else since this store's own last write: `Grant.fresh`).
+        Only `grant` asks, with `acquire`, whose answer refers to no record: a
+        store may keep the state it changed without copying it."""
         return self.update(now, change), False
 
 

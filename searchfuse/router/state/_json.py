@@ -265,8 +265,10 @@ class JsonFileStore(JsonCache, Store):
         if self._read_ident is None:
             ensure_parent(self.path)
 
-    def _save(self, state: State, cache: dict[str, Any]) -> None:
-        snapshot = copy_state(state)
+    def _save(self, state: State, cache: dict[str, Any], owned: bool = False) -> None:
+        """Write `state` and `cache`; remember them as the file's content. `owned`:
+        nothing else refers to `state` or its records, so it is kept, not copied."""
+        snapshot = state if owned else copy_state(state)
         raw = self._text.text(snapshot, cache)
         self._mkdir()
         try:
@@ -316,12 +318,17 @@ class JsonFileStore(JsonCache, Store):
         return self._load(now)
 
     def update(self, now: float, change: Callable[[State], T]) -> T:
-        return self._update_fresh(now, change)[0]
+        return self._transact(now, change, owned=False)[0]
 
     def _update_fresh(self, now: float, change: Callable[[State], T]) -> tuple[T, bool]:
         """`update`, and whether the file it read was this store's last save (a
         grant on it is `fresh`, as SQLite's is: the router's next pick of the
-        same key need not read the file again)."""
+        same key need not read the file again). `change` (a grant's) answers with
+        nothing that refers to the state: the state it changed is kept as saved."""
+        return self._transact(now, change, owned=True)
+
+    def _transact(self, now: float, change: Callable[[State], T], owned: bool) -> tuple[T, bool]:
+        """One read-modify-write under the lock (`owned`: see `_save`)."""
         self._mkdir()
         with self._locked():
             state = self._load(now)
@@ -333,7 +340,7 @@ class JsonFileStore(JsonCache, Store):
                 made = tx.made_events(now)
                 if made:
                     state.events = logged(state.events, made)
-                self._save(state, self._cache_raw)
+                self._save(state, self._cache_raw, owned)
             return result, fresh
 
     def changes(self, now: float, since: Any) -> Changes:

@@ -105,6 +105,12 @@ def _dumps(data: dict[str, Any], lines_of: dict[str, dict[str, bytes]] | None = 
     return b"".join(parts)
 
 
+def _same_record(a: Any, b: Any) -> bool:
+    """`a == b` for two key or account records (plain dataclasses: their fields
+    are their `__dict__`), compared in C rather than field by field."""
+    return type(a) is type(b) and a.__dict__ == b.__dict__
+
+
 def _same_ring(a: Ring, b: Ring) -> bool:
     return a.size == b.size and a.seq == b.seq and (a.slots is b.slots or a.slots == b.slots)
 
@@ -112,8 +118,8 @@ def _same_ring(a: Ring, b: Ring) -> bool:
 #: The sections whose entries `JsonFileStore` remembers as lines, and how it
 #: tells that a record is unchanged.
 _SECTIONS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
-    ("keys", operator.eq),
-    ("accounts", operator.eq),
+    ("keys", _same_record),
+    ("accounts", _same_record),
     ("rings", _same_ring),
     ("tallies", operator.eq),
 )
