@@ -211,9 +211,10 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def swap(tmp: str, path: Path, replaces: Replaces | None = None) -> bool:
-    """Put the file at `tmp` in place of `path` atomically; True if the two names
-    were swapped (the old file is at `tmp` now), False if `tmp` was renamed over it.
+def swap(tmp: str, path: Path, replaces: Replaces | None = None) -> os.stat_result | None:
+    """Put the file at `tmp` in place of `path` atomically. If the two names were
+    swapped, the old file is at `tmp` now: returns what `lstat` saw there; `None`
+    if `tmp` was renamed over it.
 
     Both are atomic for a reader, but a rename over an existing file makes
     ext4 (and others, `auto_da_alloc`) write the new file's data out first: on
@@ -239,17 +240,16 @@ def swap(tmp: str, path: Path, replaces: Replaces | None = None) -> bool:
         # Nothing to swap with, or a file that, left under the temp file's name by
         # a kill before the unlink, `clean_stale_temps` would never remove.
         os.replace(tmp, path)
-        return False
+        return None
     if not _exchange(tmp, path):
         os.replace(tmp, path)  # refused here (EINVAL on this file system, ENOENT...)
-        return False
-    if replaces is None:
-        return True
+        return None
     try:
-        if replaces(os.lstat(tmp)):
-            return True
+        info = os.lstat(tmp)
+        if replaces is None or replaces(info):
+            return info
     except FileNotFoundError:
-        return False  # a cleaner took it for an abandoned temp file: it was going
+        return None  # a cleaner took it for an abandoned temp file: it was going
     except OSError:
         _exchange(tmp, path)  # not a file (a directory swapped in meanwhile): swap back
         raise

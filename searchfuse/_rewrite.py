@@ -71,27 +71,21 @@ class Rewriter:
         files = self._files
         files.check_fork()
         fd, tmp, ident, size = self._spare_or_new()
-        out: list[os.stat_result] = []
-
-        def replaced(info: os.stat_result) -> bool:
-            out.append(info)  # what the swap put at `tmp`: looked at once, here
-            return replaces is None or replaces(info)
-
         try:
             _write_at_start(fd, data, size)
-            swapped = swap(tmp, self.path, replaced)
+            swapped = swap(tmp, self.path, replaces)
         except BaseException:
             _drop(fd, tmp, ident)
             raise
-        # `fd` is at the path now; the file it took the place of is at `tmp` if
-        # `swapped`. It is kept if it is the one this rewriter wrote last.
+        # `fd` is at the path now; the file it took the place of is at `tmp` if it
+        # was `swapped`. It is kept if it is the one this rewriter wrote last.
         old, files.current = files.current, (fd, ident)
-        if swapped and old is not None and self._leases and out and _ident(out[0]) == old[1]:
+        if swapped is not None and old is not None and self._leases and _ident(swapped) == old[1]:
             files.spare = (old[0], tmp, old[1])
             return
         if old is not None:
             os.close(old[0])
-        if swapped:
+        if swapped is not None:
             with contextlib.suppress(OSError):  # else left to `clean_stale_temps`
                 os.unlink(tmp)
 

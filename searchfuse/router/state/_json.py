@@ -9,9 +9,9 @@ place atomically (on Linux the two names are swapped, and the old file is
 kept to take the next version once nobody has it open: see `_rewrite`; no
 fsync: state is a cache), so anyone reading the file, with or without the
 lock (`cat`, a script), sees one whole version of it, never a write in
-progress. Writers hold `<file>.lock` for
-their read-modify-write. The shared cache's claims (one process searches, the others wait for its
-entry) are in `<file>.claims`, under the same lock (see `_json_claims`).
+progress. Writers hold `<file>.lock` for their read-modify-write. The shared
+cache's claims (one process searches, the others wait for its entry) are in
+`<file>.claims`, under the same lock (see `_json_claims`).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ class JsonFileStore(JsonCache, Store):
     A write is a temp file that takes the file's place atomically, so a
     reader (with or without the lock) and a process killed mid-write always
     leave one whole version of the file. The file is mode 0600; state is a
-    cache, so nothing is fsynced. A file that is not searchfuse state (a keys file, a directory, a
-    FIFO, anything else) is a [`ConfigError`][searchfuse.errors.ConfigError],
-    and is never moved or replaced.
+    cache, so nothing is fsynced. A file that is not searchfuse state (a keys
+    file, a directory, a FIFO, anything else) is a
+    [`ConfigError`][searchfuse.errors.ConfigError], and is never moved or replaced.
     """
 
     def __init__(
@@ -87,11 +87,10 @@ class JsonFileStore(JsonCache, Store):
         self._thread_lock = threading.RLock()
         self._cache_raw: dict[str, Any] = {}
         #: The bytes last read or written (trailing whitespace stripped) and what
-        #: they parse to: a search reads the file three times, and parses it only
-        #: when another process wrote.
+        #: they parse to: the file is parsed again only when another process wrote.
         self._parsed: tuple[bytes, State, dict[str, Any]] | None = None
         #: `_parsed` as this store's last save made it: while `_parsed` is this
-        #: object, the file holds what this store wrote last (see `grant`).
+        #: object, the file holds what this store wrote last (see `_update_fresh`).
         self._saved: tuple[bytes, State, dict[str, Any]] | None = None
         #: The token and state `changes` last answered with (never changed in
         #: place), so the next answer names only the records that differ.
