@@ -44,6 +44,24 @@ def written(path: Path, n: int) -> JsonFileStore:
     return store
 
 
+def _writer_script(n: int, then: str) -> str:
+    """A child process's script: a store on the path it is given counts `n`
+    searches, then runs `then`."""
+    return (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from searchfuse.router.state import JsonFileStore\n"
+        "s = JsonFileStore(Path(sys.argv[1]))\n"
+        f"for n in range({n}):\n"
+        "    s.update(1_768_478_400.0, lambda st: setattr(st.key('fp1'), 'searches', n + 1))\n"
+        + then
+    )
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
 def temps(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith(".tmp"))
 
@@ -175,22 +193,12 @@ def test_a_second_store_opening_leaves_a_live_writers_kept_file(
 ) -> None:
     """Its writer holds a lock on it: another process's cleaner does not take it."""
     path = tmp_path / "quota.json"
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from searchfuse.router.state import JsonFileStore\n"
-        "s = JsonFileStore(Path(sys.argv[1]))\n"
-        "for n in range(3):\n"
-        "    s.update(1_768_478_400.0, lambda st: setattr(st.key('fp1'), 'searches', 7 + n))\n"
-        "print('written', flush=True)\n"
-        "sys.stdin.readline()\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    code = _writer_script(9, "print('written', flush=True)\nsys.stdin.readline()\n")
     writer = subprocess.Popen(
         [sys.executable, "-c", code, str(path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env=env,
+        env=_child_env(),
     )
     try:
         assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
@@ -238,17 +246,10 @@ def test_a_forked_child_writes_its_own_files(tmp_path: Path) -> None:
 
 def test_an_unclosed_store_leaves_no_file_after_a_normal_exit(tmp_path: Path) -> None:
     path = tmp_path / "quota.json"
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from searchfuse.router.state import JsonFileStore\n"
-        "s = JsonFileStore(Path(sys.argv[1]))\n"
-        "for n in range(4):\n"
-        "    s.update(1_768_478_400.0, lambda st: setattr(st.key('fp1'), 'searches', n + 1))\n"
-        "assert len(list(Path(sys.argv[1]).parent.glob('*.tmp'))) == 1\n"
+    code = _writer_script(4, "assert len(list(Path(sys.argv[1]).parent.glob('*.tmp'))) == 1\n")
+    subprocess.run(
+        [sys.executable, "-c", code, str(path)], env=_child_env(), check=True, timeout=60
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True, timeout=60)
     assert temps(tmp_path) == []
     assert searches(path) == 4
 

@@ -331,18 +331,25 @@ def test_a_grant_on_remembered_rows_is_not_the_generic_update(
     assert store.read(NOW + 5).keys["fp1"].searches == 4
 
 
-def test_a_grant_on_an_unchanged_meta_row_still_rolls_into_a_new_month(tmp_path: Path) -> None:
-    """The meta row a grant left is not parsed again by the next grant, but only
-    within the month it is of."""
+def _granted(tmp_path: Path, n: int) -> tuple[SqliteStore, Any]:
+    """A store whose key fp1 was granted `n` charged searches, one a second from NOW."""
     from searchfuse.router.state import Charge
-    from searchfuse.router.state._month import ROLLOVER_GRACE, month_bounds, month_of
 
     store = SqliteStore(tmp_path / "s.db")
     store.update(NOW, _setups()["clean"])
     charge = Charge("fp1", "acc", "acc", 1.0)
-    for i in range(3):
+    for i in range(n):
         grant = store.grant(NOW + i, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
         assert grant.verdict == "ok"
+    return store, charge
+
+
+def test_a_grant_on_an_unchanged_meta_row_still_rolls_into_a_new_month(tmp_path: Path) -> None:
+    """The meta row a grant left is not parsed again by the next grant, but only
+    within the month it is of."""
+    from searchfuse.router.state._month import ROLLOVER_GRACE, month_bounds, month_of
+
+    store, charge = _granted(tmp_path, 3)
     assert store.read(NOW + 3).keys["fp1"].searches == 3
     later = month_bounds(NOW)[1] + ROLLOVER_GRACE + 1
     grant = store.grant(later, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
@@ -356,14 +363,7 @@ def test_a_grant_on_an_unchanged_meta_row_still_rolls_into_a_new_month(tmp_path:
 def test_a_hold_written_into_the_meta_row_by_hand_stops_the_next_grant(tmp_path: Path) -> None:
     """A change to the meta row that leaves its change counter as it was (an edit
     by hand) is still seen: the whole row is compared, not the counter."""
-    from searchfuse.router.state import Charge
-
-    store = SqliteStore(tmp_path / "s.db")
-    store.update(NOW, _setups()["clean"])
-    charge = Charge("fp1", "acc", "acc", 1.0)
-    for i in range(2):
-        grant = store.grant(NOW + i, "fp1", rpm=5, window=61.0, honour_hold=True, charge=charge)
-        assert grant.verdict == "ok"
+    store, charge = _granted(tmp_path, 2)
     with sqlite3.connect(store.path) as conn:
         conn.execute("UPDATE searchfuse_meta SET hold_until = ?, hold_key = 'fp2'", (NOW + 60,))
     conn.close()
